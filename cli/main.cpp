@@ -1,0 +1,47 @@
+// nightlora: fine-tune quantized LLMs with LoRA on the device.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "command.h"
+#include "nightlora/util/error.h"
+
+namespace nlcli {
+std::vector<Command>& registry() {
+  static std::vector<Command> r;
+  return r;
+}
+}  // namespace nlcli
+
+int main(int argc, char** argv) {
+  CLI::App app{"nightlora: LoRA fine-tuning of quantized LLMs on the device itself"};
+  app.require_subcommand(1);
+  std::map<CLI::App*, nlcli::Run> runs;
+  auto& reg = nlcli::registry();
+  std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (auto& c : reg) {
+    CLI::App* sub = app.add_subcommand(c.name, c.help);
+    runs[sub] = c.setup(*sub);
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : runs)
+      if (sub->parsed()) return run();
+  } catch (const nl::Error& e) {
+    std::fflush(stdout);
+    std::cerr << "nightlora: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "nightlora: error: out of memory (try a smaller --seq-len, --batch or model)\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "nightlora: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

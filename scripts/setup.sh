@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs everything nightlora needs on a fresh Debian 12 machine (run as root, or with sudo).
+# Versions are pinned to what the project was tested with; when Debian has moved a pinned
+# version on (a point release), the current version of the same package is taken instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  "cmake=3.25.1-1"
+  "ninja-build=1.11.1-2~deb12u1"
+  "g++=4:12.2.0-3"
+  "libgtest-dev=1.12.1-0.2"
+  "libgmock-dev=1.12.1-0.2"
+  "libbenchmark-dev=1.7.1-1"
+  "nlohmann-json3-dev=3.11.2-2"
+  "libcli11-dev=2.1.2+ds-1"
+  "libpcre2-dev=10.42-1+deb12u2"
+  "python3-torch=1.13.1+dfsg-4"
+  "python3-numpy=1:1.24.2-1+deb12u1"
+  "libopenblas0-openmp=0.3.21+ds-4"
+  "g++-aarch64-linux-gnu=4:12.2.0-3"
+  "qemu-user=1:7.2+dfsg-7+deb12u18+b3"
+  "nodejs"
+  "npm"
+)
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+
+missing=()
+for spec in "${APT_PACKAGES[@]}"; do
+  name=${spec%%=*}
+  want=${spec#*=}; [ "$want" = "$spec" ] && want=""
+  have=$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)
+  case "$have" in
+    "install ok installed"*) ;;          # already there (any version): keep it
+    *) missing+=("$spec") ;;
+  esac
+done
+
+# node and npm may come from elsewhere than Debian (the image ships them): skip if present.
+command -v node >/dev/null && command -v npm >/dev/null && \
+  missing=($(printf '%s\n' "${missing[@]}" | grep -vE '^(nodejs|npm)$' || true))
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+    echo "setup: pinned versions not available, installing the current Debian 12 versions" >&2
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]%%=*}"
+  fi
+fi
+
+# npm packages used only by the tests as independent oracles (versions pinned in package-lock.json).
+if [ -f tools/js/package.json ] && [ ! -d tools/js/node_modules ]; then
+  (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
+echo "setup: done"
