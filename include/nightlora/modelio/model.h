@@ -46,6 +46,10 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   RopeStyle rope_style = RopeStyle::Adjacent;
   RopeScaling rope_scaling;
+  // Per-frequency divisors (head_dim/2 values) from GGUF `rope_freqs.weight` (llama3 scaling
+  // as llama.cpp stores it); empty when absent. When present they take precedence over
+  // rope_scaling: theta_i = pos * base^(-2i/head_dim) / rope_freq_factors[i].
+  std::vector<float> rope_freq_factors;
   bool tied_output = false;   // output head shares token_embd
   bool qkv_bias = false;      // qwen2
   bool qk_norm = false;       // qwen3
