@@ -1,0 +1,192 @@
+// `nightlora generate --model M [--prompt P] [--chat] [-n N] [--temp T] ...`: runs the model
+// on a prompt and streams the generated text (alone) to stdout. Greedy with --temp 0;
+// starts from BOS when there is no prompt; stops on EOS/end-of-generation tokens and on BOS.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "command.h"
+#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/infer/decoder.h"
+#include "nightlora/infer/generate.h"
+#include "nightlora/infer/sampler.h"
+#include "nightlora/modelio/model.h"
+#include "nightlora/tokenizer/chat_template.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_ids;
+  std::string system;
+  bool chat = false;
+  std::string chat_format;
+  int64_t n = 256;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::string adapter;
+  int threads = 0;
+  bool print_ids = false;
+  std::string logits_json;
+};
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::vector<int32_t> ids;
+  std::istringstream in(s);
+  std::string tok;
+  while (in >> tok) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != tok.size() || v < 0 || v > INT32_MAX)
+      nl::fail("--prompt-ids", "'" + tok + "' is not a token id", "give non-negative integers separated by spaces");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const nl::Model& m) {
+  if (!a.prompt_ids.empty()) return parse_ids(a.prompt_ids);
+  const nl::Tokenizer& tok = *m.tokenizer;
+  std::string text = a.prompt;
+  if (a.chat) {
+    const nl::ChatFormat fmt = a.chat_format.empty() ? nl::detect_chat_format(tok.chat_template(), m.source_path)
+                                                     : nl::parse_chat_format(a.chat_format);
+    std::vector<nl::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", a.prompt});
+    text = nl::render_chat_text(fmt, msgs, /*add_generation_prompt=*/true);
+  }
+  if (text.empty()) {
+    if (tok.bos() < 0) nl::fail(m.source_path, "this model has no BOS token to start from", "give a --prompt");
+    return {tok.bos()};
+  }
+  // A rendered chat may already begin with the BOS text (Llama 3); do not add a second one.
+  bool add_bos = tok.add_bos_default();
+  if (add_bos && tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0) add_bos = false;
+  return tok.encode(text, add_bos, /*parse_special=*/a.chat);
+}
+
+int run_generate(const GenerateArgs& a) {
+  std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
+  if (!model->tokenizer && a.prompt_ids.empty() && !a.print_ids)
+    nl::fail(a.model, "the model has no tokenizer", "use --prompt-ids and --print-ids");
+
+  nl::DecoderOptions dopt;
+  dopt.threads = a.threads;
+  nl::Decoder decoder(*model, dopt);
+  nl::LoraAdapter adapter;
+  if (!a.adapter.empty()) {
+    adapter = nl::load_adapter(a.adapter, *model);
+    decoder.set_adapter(&adapter);
+  }
+
+  nl::SamplerOptions sopt;
+  sopt.temperature = a.temp;
+  sopt.top_k = a.top_k;
+  sopt.top_p = a.top_p;
+  sopt.seed = a.seed_given ? a.seed : std::random_device{}();
+  nl::Sampler sampler(sopt);
+
+  const std::vector<int32_t> prompt = prompt_tokens(a, *model);
+  nl::GenerateOptions gopt;
+  gopt.max_new_tokens = a.n;
+  if (model->tokenizer) gopt.stop_ids = nl::default_stop_ids(*model->tokenizer);
+
+  std::unique_ptr<nl::TextStream> stream;
+  if (!a.print_ids) stream = std::make_unique<nl::TextStream>(*model->tokenizer, prompt);
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<float> first_logits;
+
+  auto on_token = [&](int32_t id, std::span<const float> logits) {
+    if (!a.logits_json.empty()) {
+      if (first_logits.empty()) first_logits.assign(logits.begin(), logits.end());
+      std::vector<int32_t> order(logits.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+      const size_t k = std::min<size_t>(10, order.size());
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int32_t x, int32_t y) { return logits[x] > logits[y] || (logits[x] == logits[y] && x < y); });
+      nlohmann::json top = nlohmann::json::array();
+      for (size_t i = 0; i < k; ++i) top.push_back({order[i], logits[order[i]]});
+      steps.push_back({{"id", id}, {"top10", top}});
+    }
+    if (stream) {
+      const std::string piece = stream->push(id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  const nl::GenerateResult res = nl::generate(decoder, sampler, prompt, gopt, on_token);
+
+  if (stream) {
+    const std::string rest = stream->finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    std::fputs("\n", stdout);  // as llama2.c's run.c ends its output
+  } else {
+    for (size_t i = 0; i < res.ids.size(); ++i) std::printf(i ? " %d" : "%d", res.ids[i]);
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+
+  if (!a.logits_json.empty()) {
+    nlohmann::json j = {{"model", a.model},
+                        {"prompt_ids", prompt},
+                        {"ids", res.ids},
+                        {"stopped_on_token", res.stopped_on_token},
+                        {"first_logits", first_logits},
+                        {"steps", steps}};
+    std::ofstream out(a.logits_json);
+    out << j.dump() << "\n";
+    if (!out) nl::fail(a.logits_json, "cannot write the logits file");
+  }
+  return 0;
+}
+
+nlcli::Register reg_generate(
+    "generate", "Generate text with a model (and optionally a LoRA adapter); the text alone goes to stdout",
+    [](CLI::App& sub) -> nlcli::Run {
+      auto a = std::make_shared<GenerateArgs>();
+      sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
+      sub.add_option("-p,--prompt", a->prompt, "prompt text (default: start from BOS)");
+      sub.add_option("--prompt-ids", a->prompt_ids, "prompt as token ids separated by spaces (instead of --prompt)");
+      sub.add_flag("--chat", a->chat, "render the prompt as a user message with the model's chat template");
+      sub.add_option("--chat-format", a->chat_format, "chat template to use instead of detecting it: chatml, llama3");
+      sub.add_option("--system", a->system, "system message for --chat");
+      sub.add_option("-n,--n-tokens", a->n, "maximum number of new tokens")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      sub.add_option("--temp", a->temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+      sub.add_option("--top-k", a->top_k, "sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
+      sub.add_option("--top-p", a->top_p, "nucleus sampling threshold in (0, 1] (1 = off)")->check(CLI::Range(0.0f, 1.0f));
+      sub.add_option_function<uint64_t>("--seed", [a](const uint64_t& s) { a->seed = s, a->seed_given = true; },
+                                        "random seed (same seed, same text; default: random)");
+      sub.add_option("--adapter", a->adapter, "LoRA adapter: PEFT folder or llama.cpp LoRA GGUF");
+      sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+      sub.add_flag("--print-ids", a->print_ids, "print the generated token ids instead of text");
+      sub.add_option("--logits-json", a->logits_json, "write prompt ids, generated ids and logits to this JSON file");
+      return [a]() {
+        if (!a->prompt.empty() && !a->prompt_ids.empty()) nl::fail("generate", "give --prompt or --prompt-ids, not both");
+        if (a->chat && !a->prompt_ids.empty()) nl::fail("generate", "--chat needs --prompt text, not --prompt-ids");
+        return run_generate(*a);
+      };
+    });
+
+}  // namespace

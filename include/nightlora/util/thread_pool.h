@@ -1,0 +1,50 @@
+// A small fixed pool of worker threads for data-parallel loops ("run task i for i < n").
+// Every task writes its own disjoint outputs, so results never depend on which thread ran
+// which task or on the number of threads: inference is bit-identical for any --threads.
+// Tasks must not throw (validate inputs before the loop): an exception escaping a worker
+// thread ends the process.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace nl {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0: one per hardware thread. The calling thread works too, so a pool of
+  // n threads starts n - 1 helpers.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs task(i) for every i in [0, n_tasks) and returns when all are done. Tasks are
+  // handed out one at a time, so uneven tasks balance. One loop at a time per pool.
+  void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& task);
+
+  // Splits [0, n) into about `size() * 4` contiguous ranges and runs body(begin, end) on
+  // each: the usual way to spread rows of a matrix over the threads.
+  void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body);
+
+ private:
+  void worker_main();
+  void drain();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t)>* task_ = nullptr;
+  int64_t n_tasks_ = 0;
+  int64_t next_ = 0;        // next task index to hand out (under mu_)
+  int64_t finished_ = 0;    // tasks completed in the current loop (under mu_)
+  uint64_t generation_ = 0; // bumped per loop so sleeping workers notice new work
+  bool stop_ = false;
+};
+
+}  // namespace nl

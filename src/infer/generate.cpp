@@ -1,0 +1,93 @@
+#include "nightlora/infer/generate.h"
+
+#include <algorithm>
+
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& opt, const OnToken& on_token) {
+  if (prompt.empty()) fail("generate", "the prompt has no tokens", "give a prompt, or a model with a BOS token");
+  decoder.reset();
+  GenerateResult res;
+  std::vector<float> logits = decoder.forward(prompt);
+  for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
+    const int32_t id = sampler.sample(logits);
+    if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end()) {
+      res.stopped_on_token = true;
+      break;
+    }
+    res.ids.push_back(id);
+    if (on_token && !on_token(id, logits)) break;
+    if (i + 1 == opt.max_new_tokens) break;  // no forward for a token nobody will sample after
+    if (decoder.n_past() >= decoder.max_context()) break;
+    const int32_t one[1] = {id};
+    logits = decoder.forward(one);
+  }
+  return res;
+}
+
+std::vector<int32_t> default_stop_ids(const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (int32_t id : {tok.eos(), tok.bos()})
+    if (id >= 0) ids.push_back(id);
+  for (int32_t id : tok.eog_ids())
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  return ids;
+}
+
+namespace {
+
+// Bytes at the end of `s` that may still change as more tokens arrive: an incomplete UTF-8
+// sequence, or U+FFFD replacement characters a decoder may have put for one.
+size_t unstable_tail(const std::string& s) {
+  size_t end = s.size();
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  while (end >= 3 && s.compare(end - 3, 3, kReplacement) == 0) end -= 3;
+  // Walk back over at most 3 continuation bytes to the lead byte of the last character.
+  size_t i = end, back = 0;
+  while (i > 0 && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i > 0) {
+    const unsigned char lead = static_cast<unsigned char>(s[i - 1]);
+    const size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (need > 1 && back + 1 < need) end = i - 1;
+  }
+  return s.size() - end;
+}
+
+}  // namespace
+
+TextStream::TextStream(const Tokenizer& tok, std::vector<int32_t> prompt)
+    : tok_(tok), prompt_(std::move(prompt)), prompt_text_(tok.decode(prompt_, /*skip_special=*/true)) {}
+
+std::string TextStream::generated_text() const {
+  std::vector<int32_t> all = prompt_;
+  all.insert(all.end(), generated_.begin(), generated_.end());
+  std::string full = tok_.decode(all, /*skip_special=*/true);
+  if (full.compare(0, prompt_text_.size(), prompt_text_) == 0) return full.substr(prompt_text_.size());
+  // Decoding in context changed the prompt's own text (e.g. it ended inside a character):
+  // decode the new tokens on their own instead.
+  return tok_.decode(generated_, /*skip_special=*/true);
+}
+
+std::string TextStream::push(int32_t id) {
+  generated_.push_back(id);
+  const std::string text = generated_text();
+  const size_t stable = text.size() - unstable_tail(text);
+  if (stable <= emitted_) return {};
+  std::string out = text.substr(emitted_, stable - emitted_);
+  emitted_ = stable;
+  return out;
+}
+
+std::string TextStream::finish() {
+  const std::string text = generated_text();
+  if (text.size() <= emitted_) return {};
+  std::string out = text.substr(emitted_);
+  emitted_ = text.size();
+  return out;
+}
+
+}  // namespace nl

@@ -1,0 +1,72 @@
+#include "nightlora/infer/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
+  if (std::isnan(opt.temperature)) fail("sampler", "temperature is NaN");
+  if (!(opt.top_p > 0)) fail("sampler", "top-p must be in (0, 1]", "use e.g. --top-p 0.95, or 1 to disable it");
+}
+
+int32_t Sampler::argmax(std::span<const float> logits) {
+  if (logits.empty()) fail("sampler", "no logits to choose from");
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float> logits) const {
+  if (opt_.temperature <= 0) return {{argmax(logits), 1.0f}};
+  const int32_t n = static_cast<int32_t>(logits.size());
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  int32_t keep = opt_.top_k > 0 ? std::min(opt_.top_k, n) : n;
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), more_likely);
+  order.resize(static_cast<size_t>(keep));
+
+  // Softmax of logits / temperature over the top-k, in double so tiny probabilities survive.
+  const double mx = logits[order[0]];
+  std::vector<double> p(order.size());
+  double sum = 0;
+  for (size_t i = 0; i < order.size(); ++i) sum += p[i] = std::exp((logits[order[i]] - mx) / opt_.temperature);
+
+  // Nucleus: the smallest prefix whose probability reaches top_p (at least one token).
+  size_t cut = order.size();
+  if (opt_.top_p < 1) {
+    double cum = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      cum += p[i] / sum;
+      if (cum >= opt_.top_p) {
+        cut = i + 1;
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (size_t i = 0; i < cut; ++i) kept += p[i];
+  std::vector<std::pair<int32_t, float>> out(cut);
+  for (size_t i = 0; i < cut; ++i) out[i] = {order[i], static_cast<float>(p[i] / kept)};
+  return out;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  if (opt_.temperature <= 0) return argmax(logits);
+  const auto cand = candidates(logits);
+  // 53 random bits -> a double in [0, 1), identical on every platform for a given seed.
+  const double r = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  double cum = 0;
+  for (const auto& [id, prob] : cand) {
+    cum += prob;
+    if (r < cum) return id;
+  }
+  return cand.back().first;  // rounding left r just above the last cumulative sum
+}
+
+}  // namespace nl

@@ -1,0 +1,77 @@
+#include "nightlora/util/thread_pool.h"
+
+#include <algorithm>
+#include <exception>
+
+namespace nl {
+
+ThreadPool::ThreadPool(int n_threads) {
+  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_main(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+// Takes tasks until none are left. Tasks are claimed under the lock: they are coarse
+// (whole row ranges), so the lock is never the bottleneck, and it keeps the code obvious.
+void ThreadPool::drain() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (task_ && next_ < n_tasks_) {
+    int64_t i = next_++;
+    const auto* task = task_;
+    lk.unlock();
+    (*task)(i);
+    lk.lock();
+    if (++finished_ == n_tasks_) done_.notify_all();
+  }
+}
+
+void ThreadPool::worker_main() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+    }
+    drain();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& task) {
+  if (n_tasks <= 0) return;
+  if (workers_.empty() || n_tasks == 1) {
+    for (int64_t i = 0; i < n_tasks; ++i) task(i);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    task_ = &task;
+    n_tasks_ = n_tasks;
+    next_ = 0;
+    finished_ = 0;
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain();
+  std::unique_lock<std::mutex> lk(mu_);
+  done_.wait(lk, [&] { return finished_ == n_tasks_; });
+  task_ = nullptr;
+}
+
+void ThreadPool::parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
+  if (n <= 0) return;
+  const int64_t chunks = std::min<int64_t>(n, static_cast<int64_t>(size()) * 4);
+  const int64_t per = (n + chunks - 1) / chunks;
+  parallel_for((n + per - 1) / per, [&](int64_t c) { body(c * per, std::min(n, (c + 1) * per)); });
+}
+
+}  // namespace nl
