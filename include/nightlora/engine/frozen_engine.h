@@ -20,7 +20,43 @@ struct EngineOptions {
   int threads = 0;              // 0: all cores
 };
 
-class FrozenEngine;
+// A resident matrix: one of the seven projections of a layer, or the output head.
+using WeightHandle = int32_t;
+// Identifies a submitted product; tickets grow with each submit.
+using EngineTicket = uint64_t;
+
+class FrozenEngine {
+ public:
+  virtual ~FrozenEngine() = default;
+
+  virtual std::string backend() const = 0;
+  virtual int threads() const = 0;
+
+  // Handles of the resident matrices (valid for the engine's lifetime).
+  virtual WeightHandle handle(int64_t layer, Proj p) const = 0;
+  virtual WeightHandle output_handle() const = 0;
+  virtual int64_t rows(WeightHandle h) const = 0;  // out features
+  virtual int64_t cols(WeightHandle h) const = 0;  // in features
+
+  // Y (T x rows) = X (T x cols) · Wᵀ. Y is overwritten. X and Y must stay valid and
+  // untouched until wait() on the returned ticket returns.
+  virtual EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y) = 0;
+  // dX (T x cols) = dY (T x rows) · W. dX is overwritten. Same lifetime rule.
+  virtual EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX) = 0;
+  // Blocks until the product with this ticket (and every earlier one) is done.
+  virtual void wait(EngineTicket t) = 0;
+
+  // Bytes the engine keeps for the base weights: the resident weight bytes plus its own
+  // metadata (handles, shapes). Scratch used while a product runs is not included; it is
+  // a few rows per thread, never a whole matrix.
+  virtual size_t resident_bytes() const = 0;
+  // The resident weight bytes alone (for the cpu backend: the quantized rows as stored).
+  virtual size_t resident_weight_bytes() const = 0;
+
+  // Synchronous conveniences.
+  void forward(WeightHandle h, const float* X, int64_t T, float* Y) { wait(submit_forward(h, X, T, Y)); }
+  void input_grad(WeightHandle h, const float* dY, int64_t T, float* dX) { wait(submit_input_grad(h, dY, T, dX)); }
+};
 
 // Creates the engine for `model`, loading every projection matrix once into its resident
 // layout. Throws nl::Error for an unknown backend or unsupported weight type.

@@ -1,0 +1,242 @@
+// The frozen engine's cpu backend against a naive dense reference (a test-only fully
+// dequantized copy of W, products in double), the scalar reference functions, thread
+// count independence, asynchronous submission, and its memory rules: resident weight
+// bytes equal the quantized size, and no allocation the size of a dequantized matrix.
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/engine/reference_products.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/quant/qtype.h"
+#include "nightlora/util/error.h"
+
+// ---- allocation instrumentation: the largest single allocation while armed ----
+namespace {
+std::atomic<bool> g_track{false};
+std::atomic<size_t> g_max_alloc{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_track.load(std::memory_order_relaxed)) {
+    size_t cur = g_max_alloc.load(std::memory_order_relaxed);
+    while (n > cur && !g_max_alloc.compare_exchange_weak(cur, n)) {
+    }
+  }
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using nl::QType;
+
+// A one-layer model whose projections are given matrices (rows x cols), for the engine.
+struct MatrixModel {
+  nl::Model model;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<std::vector<float>> dense;  // what the quantized rows dequantize to
+
+  MatrixModel(QType type, const std::vector<std::pair<int64_t, int64_t>>& shapes, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    model.config.n_layer = 1;
+    model.weights.layers.resize(1);
+    nl::LayerWeights& L = model.weights.layers[0];
+    nl::TensorView* slots[8] = {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &model.weights.output};
+    bytes.resize(8);
+    dense.resize(8);
+    for (int i = 0; i < 8; ++i) {
+      auto [rows, cols] = shapes[static_cast<size_t>(i) % shapes.size()];
+      const size_t rb = nl::qtype_row_bytes(type, cols);
+      bytes[static_cast<size_t>(i)].resize(rb * static_cast<size_t>(rows));
+      dense[static_cast<size_t>(i)].resize(static_cast<size_t>(rows * cols));
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : row) v = nd(rng) * 0.5f;
+        uint8_t* dst = bytes[static_cast<size_t>(i)].data() + rb * static_cast<size_t>(r);
+        nl::quantize_row(type, row.data(), dst, cols);
+        nl::dequantize_row(type, dst, dense[static_cast<size_t>(i)].data() + r * cols, cols);
+      }
+      nl::TensorView& v = *slots[i];
+      v.name = "m" + std::to_string(i);
+      v.type = type;
+      v.ne = {cols, rows};
+      v.data = bytes[static_cast<size_t>(i)].data();
+      v.nbytes = bytes[static_cast<size_t>(i)].size();
+    }
+  }
+};
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+
+// max |a-b| / max(1, max|b|)
+double rel_max_err(const std::vector<float>& a, const std::vector<double>& b) {
+  double m = 1, e = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    m = std::max(m, std::fabs(b[i]));
+    e = std::max(e, std::fabs(a[i] - b[i]));
+  }
+  return e / m;
+}
+
+struct Case {
+  QType type;
+  int64_t rows, cols, T;
+};
+
+class EngineProducts : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EngineProducts, MatchDenseReferenceAndScalarReference) {
+  const Case c = GetParam();
+  MatrixModel mm(c.type, {{c.rows, c.cols}, {32, 32}}, 7);
+  auto engine = nl::make_engine(mm.model, {"cpu", 3});
+  const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
+  ASSERT_EQ(engine->rows(h), c.rows);
+  ASSERT_EQ(engine->cols(h), c.cols);
+  const std::vector<float>& W = mm.dense[0];
+
+  // Forward against a dense double-precision product.
+  std::vector<float> X = random_vec(static_cast<size_t>(c.T * c.cols), 11);
+  std::vector<float> Y(static_cast<size_t>(c.T * c.rows), NAN);
+  engine->forward(h, X.data(), c.T, Y.data());
+  std::vector<double> Yd(Y.size());
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double s = 0;
+      for (int64_t k = 0; k < c.cols; ++k) s += static_cast<double>(X[t * c.cols + k]) * W[r * c.cols + k];
+      Yd[static_cast<size_t>(t * c.rows + r)] = s;
+    }
+  EXPECT_LT(rel_max_err(Y, Yd), 1e-5);
+  std::vector<float> Yref(Y.size());
+  nl::reference_forward(mm.model.weights.layers[0].wq, X.data(), c.T, Yref.data());
+  EXPECT_EQ(Y, Yref) << "the cpu kernel must reproduce the scalar reference bit for bit";
+
+  // Input gradient: dX = dY · W, again against dense double.
+  std::vector<float> dY = random_vec(static_cast<size_t>(c.T * c.rows), 13);
+  std::vector<float> dX(static_cast<size_t>(c.T * c.cols), NAN);
+  engine->input_grad(h, dY.data(), c.T, dX.data());
+  std::vector<double> dXd(dX.size(), 0.0);
+  for (int64_t t = 0; t < c.T; ++t)
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t k = 0; k < c.cols; ++k)
+        dXd[static_cast<size_t>(t * c.cols + k)] += static_cast<double>(dY[t * c.rows + r]) * W[r * c.cols + k];
+  EXPECT_LT(rel_max_err(dX, dXd), 1e-5);
+  std::vector<float> dXref(dX.size());
+  nl::reference_input_grad(mm.model.weights.layers[0].wq, dY.data(), c.T, dXref.data());
+  EXPECT_EQ(dX, dXref);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, EngineProducts,
+    ::testing::Values(Case{QType::F32, 5, 32, 1}, Case{QType::F32, 40, 96, 70}, Case{QType::F16, 17, 64, 3},
+                      Case{QType::F16, 33, 288, 131}, Case{QType::Q8_0, 5, 32, 1}, Case{QType::Q8_0, 17, 64, 3},
+                      Case{QType::Q8_0, 40, 96, 70}, Case{QType::Q8_0, 33, 544, 131}, Case{QType::Q4_0, 5, 32, 1},
+                      Case{QType::Q4_0, 17, 64, 3}, Case{QType::Q4_0, 40, 96, 70}, Case{QType::Q4_0, 33, 544, 131}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      return std::string(nl::qtype_name(i.param.type)) + "_" + std::to_string(i.param.rows) + "x" +
+             std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
+    });
+
+TEST(Engine, ResultsDoNotDependOnThreadCount) {
+  MatrixModel mm(QType::Q4_0, {{70, 320}}, 3);
+  auto e1 = nl::make_engine(mm.model, {"cpu", 1});
+  auto e4 = nl::make_engine(mm.model, {"cpu", 4});
+  const int64_t T = 150;
+  std::vector<float> X = random_vec(static_cast<size_t>(T * 320), 5), dY = random_vec(static_cast<size_t>(T * 70), 6);
+  std::vector<float> y1(static_cast<size_t>(T * 70)), y4(y1.size()), d1(X.size()), d4(X.size());
+  e1->forward(e1->handle(0, nl::Proj::Up), X.data(), T, y1.data());
+  e4->forward(e4->handle(0, nl::Proj::Up), X.data(), T, y4.data());
+  e1->input_grad(e1->handle(0, nl::Proj::Up), dY.data(), T, d1.data());
+  e4->input_grad(e4->handle(0, nl::Proj::Up), dY.data(), T, d4.data());
+  EXPECT_EQ(y1, y4);
+  EXPECT_EQ(d1, d4);
+}
+
+TEST(Engine, AsynchronousSubmissionsAllComplete) {
+  MatrixModel mm(QType::Q8_0, {{48, 64}, {64, 96}}, 9);
+  auto e = nl::make_engine(mm.model, {"cpu", 2});
+  const int64_t T = 33;
+  // Eight products in flight at once, waited on in reverse order of submission.
+  std::vector<std::vector<float>> ins, outs, refs;
+  std::vector<nl::EngineTicket> tickets;
+  for (int i = 0; i < 8; ++i) {
+    const nl::Proj p = static_cast<nl::Proj>(i % 7);
+    const nl::WeightHandle h = i == 7 ? e->output_handle() : e->handle(0, p);
+    const bool fwd = i % 2 == 0;
+    const int64_t n_in = fwd ? e->cols(h) : e->rows(h), n_out = fwd ? e->rows(h) : e->cols(h);
+    ins.push_back(random_vec(static_cast<size_t>(T * n_in), 100 + static_cast<uint32_t>(i)));
+    outs.emplace_back(static_cast<size_t>(T * n_out), NAN);
+    refs.emplace_back(static_cast<size_t>(T * n_out));
+    const nl::TensorView& W = i == 7 ? mm.model.weights.output : mm.model.weights.layers[0].proj(p);
+    if (fwd) {
+      tickets.push_back(e->submit_forward(h, ins.back().data(), T, outs.back().data()));
+      nl::reference_forward(W, ins.back().data(), T, refs.back().data());
+    } else {
+      tickets.push_back(e->submit_input_grad(h, ins.back().data(), T, outs.back().data()));
+      nl::reference_input_grad(W, ins.back().data(), T, refs.back().data());
+    }
+  }
+  for (int i = 7; i >= 0; --i) e->wait(tickets[static_cast<size_t>(i)]);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(outs[static_cast<size_t>(i)], refs[static_cast<size_t>(i)]) << "product " << i;
+}
+
+TEST(Engine, ResidentBytesAreTheQuantizedSize) {
+  for (QType t : {QType::F32, QType::F16, QType::Q8_0, QType::Q4_0}) {
+    MatrixModel mm(t, {{64, 128}, {96, 64}, {32, 96}}, 1);
+    size_t quantized = 0;
+    for (const auto& b : mm.bytes) quantized += b.size();
+    auto e = nl::make_engine(mm.model, {"cpu", 2});
+    EXPECT_EQ(e->resident_weight_bytes(), quantized) << nl::qtype_name(t);
+    // Metadata: handles, shapes and names of 8 matrices; far below one dequantized matrix.
+    EXPECT_GE(e->resident_bytes(), quantized);
+    EXPECT_LT(e->resident_bytes() - quantized, 4096u) << nl::qtype_name(t);
+  }
+}
+
+TEST(Engine, NeverAllocatesADequantizedMatrix) {
+  const int64_t rows = 256, cols = 1024, T = 40;
+  MatrixModel mm(QType::Q4_0, {{rows, cols}}, 2);
+  auto e = nl::make_engine(mm.model, {"cpu", 3});
+  std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 1), Y(static_cast<size_t>(T * rows));
+  std::vector<float> dX(X.size());
+  g_max_alloc = 0;
+  g_track = true;
+  for (int rep = 0; rep < 2; ++rep) {
+    e->forward(e->handle(0, nl::Proj::Q), X.data(), T, Y.data());
+    e->input_grad(e->handle(0, nl::Proj::Q), Y.data(), T, dX.data());
+  }
+  g_track = false;
+  const size_t dequantized_matrix = static_cast<size_t>(rows * cols) * sizeof(float);
+  EXPECT_LT(g_max_alloc.load(), dequantized_matrix / 16)
+      << "largest allocation during the products: " << g_max_alloc.load() << " bytes";
+}
+
+TEST(Engine, ClearErrors) {
+  MatrixModel mm(QType::F32, {{32, 32}}, 1);
+  EXPECT_THROW(nl::make_engine(mm.model, {"npu-that-does-not-exist", 1}), nl::Error);
+  mm.model.weights.layers[0].wk.data = nullptr;
+  try {
+    nl::make_engine(mm.model, {"cpu", 1});
+    FAIL() << "a missing weight must be an error";
+  } catch (const nl::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("missing"), std::string::npos) << err.what();
+  }
+}
+
+}  // namespace
