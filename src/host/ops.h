@@ -1,0 +1,90 @@
+// The host operators of the decoder, one function per op and one for its backward (llm.c
+// style). Matrices are row-major with one row per token (T rows). Backward functions ADD
+// into the input gradients they produce (callers zero them first), so residual branches
+// and shared inputs accumulate naturally. Every op is parallel over disjoint outputs, so
+// results do not depend on the thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "nightlora/util/thread_pool.h"
+#include "nightlora/modelio/model.h"
+
+namespace nl {
+
+// Runs fn(t0, t1) over [0, T) in blocks (small T runs inline).
+void parallel_rows(ThreadPool& pool, int64_t T, int64_t rows_per_task, const std::function<void(int64_t, int64_t)>& fn);
+
+// ---- embedding: x[t] = tok_embd[tokens[t]] (frozen; no backward needed) ----
+void embedding_forward(const TensorView& tok_embd, const int32_t* tokens, int64_t T, float* x, ThreadPool& pool);
+
+// ---- RMSNorm over rows of n: y = x / sqrt(mean(x²) + eps) * w; rstd per row saved ----
+void rmsnorm_forward(const float* x, const float* w, int64_t rows, int64_t n, float eps, float* y, float* rstd,
+                     ThreadPool& pool);
+void rmsnorm_backward(const float* dy, const float* x, const float* w, const float* rstd, int64_t rows, int64_t n,
+                      float* dx, ThreadPool& pool);
+
+// ---- RoPE, in place on T rows of n_heads heads of head_dim ----
+struct RopeTable {
+  int64_t head_dim = 0;
+  RopeStyle style = RopeStyle::Adjacent;
+  std::vector<float> inv_freq;  // head_dim/2 (after freq factors / llama3 scaling)
+  std::vector<float> cos, sin;  // [max_pos][head_dim/2]
+  int64_t max_pos = 0;
+  void build(const ModelConfig& cfg, int64_t max_pos);
+};
+void rope_forward(float* x, int64_t T, int64_t n_heads, const int32_t* pos, const RopeTable& rope, ThreadPool& pool);
+// Rotates a gradient back (the transpose of the rotation), in place.
+void rope_backward(float* dx, int64_t T, int64_t n_heads, const int32_t* pos, const RopeTable& rope, ThreadPool& pool);
+
+// ---- causal grouped-query attention within packed sequences ----
+// q: T x (n_head*hd), k/v: T x (n_kv*hd), out: T x (n_head*hd), lse: T x n_head (the
+// log-sum-exp of each softmax row, so backward recomputes probabilities without storing
+// them). seq_of[t] gives the start of t's sequence.
+struct AttnShape {
+  int64_t T, n_head, n_kv, hd;
+  const int64_t* seq_start;  // n_seq + 1 offsets
+  int64_t n_seq;
+};
+void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
+                       ThreadPool& pool);
+// dq, dk, dv are overwritten.
+void attention_backward(const AttnShape& s, const float* dout, const float* q, const float* k, const float* v,
+                        const float* out, const float* lse, float* dq, float* dk, float* dv, ThreadPool& pool);
+
+// ---- SwiGLU: h = silu(g) * u ----
+void swiglu_forward(const float* g, const float* u, float* h, int64_t n, ThreadPool& pool);
+void swiglu_backward(const float* dh, const float* g, const float* u, float* dg, float* du, int64_t n, ThreadPool& pool);
+
+// ---- elementwise helpers ----
+void add_inplace(float* y, const float* x, int64_t n);                 // y += x
+void add_bias(float* y, const float* b, int64_t rows, int64_t n);      // y[r] += b
+
+// ---- LoRA branch: y += scale · (dropout(x)·Aᵀ)·Bᵀ ----
+struct LoraBranch {
+  const float* A;  // rank x in
+  const float* B;  // out x rank
+  int64_t rank, in, out;
+  float scale;
+  float dropout;         // probability of dropping; 0 = off
+  uint64_t dropout_key;  // mask key for this (step, layer, projection)
+};
+// z (T x rank) = dropout(x)·Aᵀ; keeps z for backward.
+void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool);
+// y += scale · z·Bᵀ
+void lora_up_add(const LoraBranch& L, const float* z, int64_t T, float* y, ThreadPool& pool);
+// Backward in two halves, so the parameter half can run while the engine computes the
+// frozen input gradient into the same dx:
+//  params: dA += ..., dB += ..., and dz (T x rank) for the input half. u_scratch: T x in.
+void lora_backward_params(const LoraBranch& L, const float* x, const float* z, const float* dy, int64_t T, float* dA,
+                          float* dB, float* u_scratch, float* dz, ThreadPool& pool);
+//  input: dx += dropout_mask ⊙ (dz·A)
+void lora_backward_input(const LoraBranch& L, const float* dz, int64_t T, float* dx, ThreadPool& pool);
+
+// ---- output head loss on a chunk of rows: log-softmax + NLL ----
+// logits: C x V (overwritten with d(loss_scale * NLL)/dlogits). Returns the NLL sum.
+double cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int64_t V, float loss_scale,
+                           ThreadPool& pool);
+
+}  // namespace nl

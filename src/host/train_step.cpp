@@ -1,0 +1,384 @@
+// The host training step: explicit forward and backward of the decoder, llm.c style.
+//
+// Schedule of forward_backward:
+//  1. forward, block by block, keeping only each block's input (the checkpoints);
+//  2. loss over the supervised positions in chunks of `loss_chunk` rows: final RMSNorm,
+//     output head (engine forward), log-softmax + NLL, and straight back through the head
+//     (engine input grad) and the final norm into the gradient of the last block's output;
+//  3. for each block from the last: recompute its forward from the checkpoint (the frozen
+//     products go through the engine again), then back-propagate through it, adding the
+//     LoRA gradients into `grads`.
+// Frozen products are submitted to the engine asynchronously while the host computes the
+// LoRA branch of the same projection. All buffers belong to one memory plan sized from the
+// model shapes and the largest batch seen, and are reused across steps.
+#include "nightlora/host/train_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "det_rng.h"
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/util/thread_pool.h"
+#include "nightlora/quant/qtype.h"
+#include "nightlora/util/error.h"
+#include "ops.h"
+
+namespace nl {
+namespace {
+
+using Buf = std::vector<float>;
+
+void ensure(Buf& b, int64_t n) {
+  if (static_cast<int64_t>(b.size()) < n) b.assign(static_cast<size_t>(n), 0.0f);
+}
+
+void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+// Small frozen vectors (norm weights, biases) dequantized once at construction.
+Buf load_vector(const TensorView& t, int64_t expect, const char* what) {
+  if (!t.present()) fail(std::string("model tensor ") + what, "missing");
+  int64_t n = 1;
+  for (int64_t e : t.ne) n *= e;
+  if (n != expect)
+    fail(t.name, std::string(what) + " has " + std::to_string(n) + " elements, expected " + std::to_string(expect));
+  Buf v(static_cast<size_t>(n));
+  dequantize_row(t.type, t.data, v.data(), n);
+  return v;
+}
+
+struct LayerVectors {
+  Buf attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+};
+
+}  // namespace
+
+struct TrainStep::Impl {
+  const Model& model;
+  FrozenEngine& engine;
+  StepOptions opt;
+  ModelConfig cfg;
+  ThreadPool pool;
+  std::vector<LayerVectors> lv;
+  Buf out_norm;
+  RopeTable rope;
+
+  // The memory plan (capacities in tokens / rank).
+  int64_t cap_T = 0, cap_rank = 0;
+  Buf ckpt;                                      // (n_layer + 1) x T x d: block inputs, last = final output
+  Buf xn, rstd1, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o_out, x1, xn2, rstd2, g, u, h, d_out;
+  Buf z[kNumProj], dz[kNumProj];                 // LoRA z = u·Aᵀ and its gradient, T x rank
+  Buf dx, dxn, tmp1, tmp2, datt, dq, dk, dv, dq_lin, dk_lin, dh, dg, du, lora_u;
+  Buf lx, lxn, lrstd, logits, ldxn, ldx;         // loss chunk buffers
+  std::vector<int32_t> pos, chunk_labels;
+  std::vector<int64_t> sup;
+
+  Impl(const Model& m, FrozenEngine& e, const StepOptions& o) : model(m), engine(e), opt(o), cfg(m.config), pool(o.threads) {
+    if (opt.loss_chunk <= 0) fail("loss_chunk", "must be positive");
+    if (cfg.n_kv_head <= 0 || cfg.n_head % cfg.n_kv_head != 0)
+      fail(m.source_path, "n_head " + std::to_string(cfg.n_head) + " is not a multiple of n_kv_head " +
+                              std::to_string(cfg.n_kv_head));
+    if (cfg.head_dim % 2 != 0) fail(m.source_path, "head_dim must be even for RoPE");
+    const int64_t d = cfg.d_model;
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      const LayerWeights& w = m.weights.layers[static_cast<size_t>(l)];
+      LayerVectors v;
+      v.attn_norm = load_vector(w.attn_norm, d, "attn_norm");
+      v.ffn_norm = load_vector(w.ffn_norm, d, "ffn_norm");
+      if (cfg.qkv_bias) {
+        v.bq = load_vector(w.bq, cfg.q_dim(), "attn_q.bias");
+        v.bk = load_vector(w.bk, cfg.kv_dim(), "attn_k.bias");
+        v.bv = load_vector(w.bv, cfg.kv_dim(), "attn_v.bias");
+      }
+      if (cfg.qk_norm) {
+        v.q_norm = load_vector(w.q_norm, cfg.head_dim, "attn_q_norm");
+        v.k_norm = load_vector(w.k_norm, cfg.head_dim, "attn_k_norm");
+      }
+      lv.push_back(std::move(v));
+    }
+    out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+  }
+
+  void plan(int64_t T, int64_t rank, int64_t max_seq) {
+    if (max_seq > rope.max_pos) rope.build(cfg, std::max<int64_t>(max_seq, 64));
+    if (T <= cap_T && rank <= cap_rank) return;
+    cap_T = std::max(cap_T, T);
+    cap_rank = std::max(cap_rank, rank);
+    T = cap_T;
+    const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, nh = cfg.n_head;
+    const int64_t max_in = std::max({d, qd, ff});
+    ensure(ckpt, (cfg.n_layer + 1) * T * d);
+    for (Buf* b : {&xn, &o_out, &x1, &xn2, &d_out, &dx, &dxn, &tmp1, &tmp2}) ensure(*b, T * d);
+    for (Buf* b : {&rstd1, &rstd2}) ensure(*b, T);
+    for (Buf* b : {&q_lin, &q, &att, &datt, &dq, &dq_lin}) ensure(*b, T * qd);
+    for (Buf* b : {&k_lin, &k, &v, &dk, &dv, &dk_lin}) ensure(*b, T * kvd);
+    ensure(rstd_q, T * nh);
+    ensure(rstd_k, T * cfg.n_kv_head);
+    ensure(lse, T * nh);
+    for (Buf* b : {&g, &u, &h, &dh, &dg, &du}) ensure(*b, T * ff);
+    for (int p = 0; p < kNumProj; ++p) {
+      ensure(z[p], T * cap_rank);
+      ensure(dz[p], T * cap_rank);
+    }
+    ensure(lora_u, T * max_in);
+    const int64_t C = std::min(opt.loss_chunk, T);
+    for (Buf* b : {&lx, &lxn, &ldxn, &ldx}) ensure(*b, C * d);
+    ensure(lrstd, C);
+    ensure(logits, C * cfg.vocab);
+    pos.resize(static_cast<size_t>(T));
+  }
+
+  void validate(const Batch& b, const LoraAdapter& a) const {
+    const int64_t T = b.n_tokens();
+    if (T == 0) fail("batch", "no tokens");
+    if (static_cast<int64_t>(b.labels.size()) != T)
+      fail("batch", std::to_string(b.labels.size()) + " labels for " + std::to_string(T) + " tokens");
+    if (b.seq_start.size() < 2 || b.seq_start.front() != 0 || b.seq_start.back() != T)
+      fail("batch", "seq_start must run from 0 to the token count");
+    for (size_t i = 1; i < b.seq_start.size(); ++i)
+      if (b.seq_start[i] <= b.seq_start[i - 1]) fail("batch", "empty or unordered sequence " + std::to_string(i - 1));
+    for (int64_t t = 0; t < T; ++t)
+      if (b.labels[static_cast<size_t>(t)] < -1 || b.labels[static_cast<size_t>(t)] >= cfg.vocab)
+        fail("batch label " + std::to_string(t), "label " + std::to_string(b.labels[static_cast<size_t>(t)]) +
+                                                     " outside the vocabulary of " + std::to_string(cfg.vocab));
+    if (a.n_layer != cfg.n_layer || static_cast<int64_t>(a.pairs.size()) != cfg.n_layer * kNumProj)
+      fail("adapter", "made for " + std::to_string(a.n_layer) + " layers, the model has " + std::to_string(cfg.n_layer),
+           "use an adapter trained for this model");
+    for (int64_t l = 0; l < cfg.n_layer; ++l)
+      for (int p = 0; p < kNumProj; ++p) {
+        const LoraPair& pr = a.at(l, static_cast<Proj>(p));
+        if (!pr.enabled) continue;
+        auto [in, out] = proj_shape(cfg, static_cast<Proj>(p));
+        if (pr.in != in || pr.out != out || static_cast<int64_t>(pr.A.size()) != a.cfg.rank * in ||
+            static_cast<int64_t>(pr.B.size()) != out * a.cfg.rank)
+          fail("adapter layer " + std::to_string(l) + " " + proj_name(static_cast<Proj>(p)),
+               "shape does not match the model (" + std::to_string(out) + " x " + std::to_string(in) + ", rank " +
+                   std::to_string(a.cfg.rank) + ")",
+               "use an adapter trained for this model");
+      }
+  }
+
+  LoraBranch branch(const LoraAdapter& a, int64_t l, Proj p, float dropout, uint64_t seed) const {
+    const LoraPair& pr = a.at(l, p);
+    LoraBranch b{};
+    b.A = pr.A.data();
+    b.B = pr.B.data();
+    b.rank = a.cfg.rank;
+    b.in = pr.in;
+    b.out = pr.out;
+    b.scale = a.cfg.scale();
+    b.dropout = dropout;
+    b.dropout_key = hash_combine(hash_combine(seed, static_cast<uint64_t>(l)), static_cast<uint64_t>(p));
+    return b;
+  }
+
+  // Forward of block l from x_in; keeps every activation backward needs in the layer
+  // buffers, and writes the block output to x_out when given.
+  void layer_forward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a, float dropout,
+                     uint64_t seed, float* x_out) {
+    const LayerVectors& w = lv[static_cast<size_t>(l)];
+    const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, hd = cfg.head_dim;
+    auto en = [&](Proj p) { return a.at(l, p).enabled; };
+    auto br = [&](Proj p) { return branch(a, l, p, dropout, seed); };
+    auto zp = [&](Proj p) { return z[static_cast<int>(p)].data(); };
+
+    rmsnorm_forward(x_in, w.attn_norm.data(), T, d, cfg.rms_eps, xn.data(), rstd1.data(), pool);
+    float* qdst = cfg.qk_norm ? q_lin.data() : q.data();
+    float* kdst = cfg.qk_norm ? k_lin.data() : k.data();
+    engine.submit_forward(engine.handle(l, Proj::Q), xn.data(), T, qdst);
+    engine.submit_forward(engine.handle(l, Proj::K), xn.data(), T, kdst);
+    EngineTicket tv = engine.submit_forward(engine.handle(l, Proj::V), xn.data(), T, v.data());
+    for (Proj p : {Proj::Q, Proj::K, Proj::V})
+      if (en(p)) lora_down(br(p), xn.data(), T, zp(p), pool);
+    engine.wait(tv);
+    float* dsts[3] = {qdst, kdst, v.data()};
+    const Buf* bias[3] = {&w.bq, &w.bk, &w.bv};
+    for (int i = 0; i < 3; ++i) {
+      const Proj p = static_cast<Proj>(i);
+      const int64_t n = i == 0 ? qd : kvd;
+      if (cfg.qkv_bias) add_bias(dsts[i], bias[i]->data(), T, n);
+      if (en(p)) lora_up_add(br(p), zp(p), T, dsts[i], pool);
+    }
+    if (cfg.qk_norm) {
+      rmsnorm_forward(q_lin.data(), w.q_norm.data(), T * cfg.n_head, hd, cfg.rms_eps, q.data(), rstd_q.data(), pool);
+      rmsnorm_forward(k_lin.data(), w.k_norm.data(), T * cfg.n_kv_head, hd, cfg.rms_eps, k.data(), rstd_k.data(), pool);
+    }
+    rope_forward(q.data(), T, cfg.n_head, pos.data(), rope, pool);
+    rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
+    attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
+
+    EngineTicket to = engine.submit_forward(engine.handle(l, Proj::O), att.data(), T, o_out.data());
+    if (en(Proj::O)) lora_down(br(Proj::O), att.data(), T, zp(Proj::O), pool);
+    engine.wait(to);
+    if (en(Proj::O)) lora_up_add(br(Proj::O), zp(Proj::O), T, o_out.data(), pool);
+    for (int64_t i = 0; i < T * d; ++i) x1[static_cast<size_t>(i)] = x_in[i] + o_out[static_cast<size_t>(i)];
+
+    rmsnorm_forward(x1.data(), w.ffn_norm.data(), T, d, cfg.rms_eps, xn2.data(), rstd2.data(), pool);
+    engine.submit_forward(engine.handle(l, Proj::Gate), xn2.data(), T, g.data());
+    EngineTicket tu = engine.submit_forward(engine.handle(l, Proj::Up), xn2.data(), T, u.data());
+    for (Proj p : {Proj::Gate, Proj::Up})
+      if (en(p)) lora_down(br(p), xn2.data(), T, zp(p), pool);
+    engine.wait(tu);
+    if (en(Proj::Gate)) lora_up_add(br(Proj::Gate), zp(Proj::Gate), T, g.data(), pool);
+    if (en(Proj::Up)) lora_up_add(br(Proj::Up), zp(Proj::Up), T, u.data(), pool);
+    swiglu_forward(g.data(), u.data(), h.data(), T * ff, pool);
+
+    EngineTicket td = engine.submit_forward(engine.handle(l, Proj::Down), h.data(), T, d_out.data());
+    if (en(Proj::Down)) lora_down(br(Proj::Down), h.data(), T, zp(Proj::Down), pool);
+    engine.wait(td);
+    if (en(Proj::Down)) lora_up_add(br(Proj::Down), zp(Proj::Down), T, d_out.data(), pool);
+    if (x_out)
+      for (int64_t i = 0; i < T * d; ++i) x_out[i] = x1[static_cast<size_t>(i)] + d_out[static_cast<size_t>(i)];
+  }
+
+  // Backward of block l (its activations must be in the layer buffers): on entry dx holds
+  // the gradient of the block output, on return the gradient of its input.
+  void layer_backward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a,
+                      LoraAdapter& grads, float dropout, uint64_t seed) {
+    const LayerVectors& w = lv[static_cast<size_t>(l)];
+    const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, hd = cfg.head_dim;
+    auto en = [&](Proj p) { return a.at(l, p).enabled; };
+    auto br = [&](Proj p) { return branch(a, l, p, dropout, seed); };
+    // LoRA parameter gradients (overlapping the engine), then the input-gradient half.
+    auto lora_params = [&](Proj p, const float* x, const float* dy) {
+      if (!en(p)) return;
+      LoraPair& gp = grads.at(l, p);
+      lora_backward_params(br(p), x, z[static_cast<int>(p)].data(), dy, T, gp.A.data(), gp.B.data(), lora_u.data(),
+                           dz[static_cast<int>(p)].data(), pool);
+    };
+    auto lora_input = [&](Proj p, float* dxin) {
+      if (en(p)) lora_backward_input(br(p), dz[static_cast<int>(p)].data(), T, dxin, pool);
+    };
+
+    // MLP: x2 = x1 + down(h), h = silu(gate(xn2))·up(xn2), xn2 = norm(x1)
+    EngineTicket t = engine.submit_input_grad(engine.handle(l, Proj::Down), dx.data(), T, dh.data());
+    lora_params(Proj::Down, h.data(), dx.data());
+    engine.wait(t);
+    lora_input(Proj::Down, dh.data());
+    zero(dg.data(), T * ff);
+    zero(du.data(), T * ff);
+    swiglu_backward(dh.data(), g.data(), u.data(), dg.data(), du.data(), T * ff, pool);
+    engine.submit_input_grad(engine.handle(l, Proj::Gate), dg.data(), T, dxn.data());
+    t = engine.submit_input_grad(engine.handle(l, Proj::Up), du.data(), T, tmp1.data());
+    lora_params(Proj::Gate, xn2.data(), dg.data());
+    lora_params(Proj::Up, xn2.data(), du.data());
+    engine.wait(t);
+    add_inplace(dxn.data(), tmp1.data(), T * d);
+    lora_input(Proj::Gate, dxn.data());
+    lora_input(Proj::Up, dxn.data());
+    rmsnorm_backward(dxn.data(), x1.data(), w.ffn_norm.data(), rstd2.data(), T, d, dx.data(), pool);  // dx = dx1
+
+    // Attention: x1 = x + o(att), att = attention(rope(q), rope(k), v)
+    t = engine.submit_input_grad(engine.handle(l, Proj::O), dx.data(), T, datt.data());
+    lora_params(Proj::O, att.data(), dx.data());
+    engine.wait(t);
+    lora_input(Proj::O, datt.data());
+    attention_backward(as, datt.data(), q.data(), k.data(), v.data(), att.data(), lse.data(), dq.data(), dk.data(),
+                       dv.data(), pool);
+    rope_backward(dq.data(), T, cfg.n_head, pos.data(), rope, pool);
+    rope_backward(dk.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
+    float* dq_in = dq.data();
+    float* dk_in = dk.data();
+    if (cfg.qk_norm) {
+      zero(dq_lin.data(), T * qd);
+      zero(dk_lin.data(), T * kvd);
+      rmsnorm_backward(dq.data(), q_lin.data(), w.q_norm.data(), rstd_q.data(), T * cfg.n_head, hd, dq_lin.data(), pool);
+      rmsnorm_backward(dk.data(), k_lin.data(), w.k_norm.data(), rstd_k.data(), T * cfg.n_kv_head, hd, dk_lin.data(),
+                       pool);
+      dq_in = dq_lin.data();
+      dk_in = dk_lin.data();
+    }
+    engine.submit_input_grad(engine.handle(l, Proj::Q), dq_in, T, dxn.data());
+    engine.submit_input_grad(engine.handle(l, Proj::K), dk_in, T, tmp1.data());
+    t = engine.submit_input_grad(engine.handle(l, Proj::V), dv.data(), T, tmp2.data());
+    lora_params(Proj::Q, xn.data(), dq_in);
+    lora_params(Proj::K, xn.data(), dk_in);
+    lora_params(Proj::V, xn.data(), dv.data());
+    engine.wait(t);
+    add_inplace(dxn.data(), tmp1.data(), T * d);
+    add_inplace(dxn.data(), tmp2.data(), T * d);
+    for (Proj p : {Proj::Q, Proj::K, Proj::V}) lora_input(p, dxn.data());
+    rmsnorm_backward(dxn.data(), x_in, w.attn_norm.data(), rstd1.data(), T, d, dx.data(), pool);  // dx = dx_in
+  }
+
+  // Loss over supervised positions, in chunks through the final norm and the output head.
+  // With `backward`, also writes d(loss_scale·loss)/d(final block output) into dx.
+  StepResult loss(const Batch& b, const float* x_final, bool backward, float loss_scale) {
+    const int64_t T = b.n_tokens(), d = cfg.d_model, V = cfg.vocab;
+    sup.clear();
+    for (int64_t t = 0; t < T; ++t)
+      if (b.labels[static_cast<size_t>(t)] >= 0) sup.push_back(t);
+    if (backward) zero(dx.data(), T * d);
+    StepResult r;
+    r.n_supervised = static_cast<int64_t>(sup.size());
+    const WeightHandle head = engine.output_handle();
+    for (size_t c0 = 0; c0 < sup.size(); c0 += static_cast<size_t>(opt.loss_chunk)) {
+      const int64_t C = std::min<int64_t>(opt.loss_chunk, static_cast<int64_t>(sup.size() - c0));
+      chunk_labels.resize(static_cast<size_t>(C));
+      for (int64_t i = 0; i < C; ++i) {
+        const int64_t t = sup[c0 + static_cast<size_t>(i)];
+        std::memcpy(lx.data() + i * d, x_final + t * d, static_cast<size_t>(d) * sizeof(float));
+        chunk_labels[static_cast<size_t>(i)] = b.labels[static_cast<size_t>(t)];
+      }
+      rmsnorm_forward(lx.data(), out_norm.data(), C, d, cfg.rms_eps, lxn.data(), lrstd.data(), pool);
+      engine.forward(head, lxn.data(), C, logits.data());
+      r.loss_sum += cross_entropy_chunk(logits.data(), chunk_labels.data(), C, V, loss_scale, pool);
+      if (!backward) continue;
+      engine.input_grad(head, logits.data(), C, ldxn.data());
+      zero(ldx.data(), C * d);
+      rmsnorm_backward(ldxn.data(), lx.data(), out_norm.data(), lrstd.data(), C, d, ldx.data(), pool);
+      for (int64_t i = 0; i < C; ++i)
+        add_inplace(dx.data() + sup[c0 + static_cast<size_t>(i)] * d, ldx.data() + i * d, d);
+    }
+    return r;
+  }
+
+  StepResult run(const Batch& b, const LoraAdapter& a, LoraAdapter* grads, float loss_scale, uint64_t seed) {
+    validate(b, a);
+    if (grads) {
+      if (grads->pairs.size() != a.pairs.size()) fail("gradients", "shape differs from the adapter", "use zeros_like()");
+      for (size_t i = 0; i < a.pairs.size(); ++i)
+        if (grads->pairs[i].A.size() != a.pairs[i].A.size() || grads->pairs[i].B.size() != a.pairs[i].B.size())
+          fail("gradients", "shape differs from the adapter", "use zeros_like()");
+    }
+    const int64_t T = b.n_tokens(), d = cfg.d_model;
+    int64_t max_seq = 0;
+    for (int64_t s = 0; s < b.n_seqs(); ++s)
+      max_seq = std::max(max_seq, b.seq_start[static_cast<size_t>(s + 1)] - b.seq_start[static_cast<size_t>(s)]);
+    plan(T, a.cfg.rank, max_seq);
+    for (int64_t s = 0; s < b.n_seqs(); ++s)
+      for (int64_t t = b.seq_start[static_cast<size_t>(s)]; t < b.seq_start[static_cast<size_t>(s + 1)]; ++t)
+        pos[static_cast<size_t>(t)] = static_cast<int32_t>(t - b.seq_start[static_cast<size_t>(s)]);
+    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs()};
+    const float dropout = grads ? a.cfg.dropout : 0.0f;
+
+    embedding_forward(model.weights.tok_embd, b.tokens.data(), T, ckpt.data(), pool);
+    for (int64_t l = 0; l < cfg.n_layer; ++l)
+      layer_forward(l, ckpt.data() + l * T * d, T, as, a, dropout, seed, ckpt.data() + (l + 1) * T * d);
+    StepResult r = loss(b, ckpt.data() + cfg.n_layer * T * d, grads != nullptr, loss_scale);
+    if (!grads || r.n_supervised == 0) return r;
+    for (int64_t l = cfg.n_layer - 1; l >= 0; --l) {
+      const float* x_in = ckpt.data() + l * T * d;
+      // The last block's activations are still in the layer buffers from the forward pass
+      // (the loss uses its own buffers); every other block is recomputed.
+      if (l != cfg.n_layer - 1) layer_forward(l, x_in, T, as, a, dropout, seed, nullptr);
+      layer_backward(l, x_in, T, as, a, *grads, dropout, seed);
+    }
+    return r;
+  }
+};
+
+TrainStep::TrainStep(const Model& model, FrozenEngine& engine, const StepOptions& opt)
+    : impl_(std::make_unique<Impl>(model, engine, opt)) {}
+TrainStep::~TrainStep() = default;
+
+StepResult TrainStep::forward_backward(const Batch& batch, const LoraAdapter& adapter, LoraAdapter& grads,
+                                       float loss_scale, uint64_t dropout_seed) {
+  return impl_->run(batch, adapter, &grads, loss_scale, dropout_seed);
+}
+
+StepResult TrainStep::forward_only(const Batch& batch, const LoraAdapter& adapter) {
+  return impl_->run(batch, adapter, nullptr, 1.0f, 0);
+}
+
+}  // namespace nl
