@@ -112,6 +112,13 @@ class GgufWriter {
   using Fill = std::function<void(uint8_t* dst, size_t nbytes)>;
 
   void set(const std::string& key, GgufValue v);  // replaces an existing key in place
+  // The value set for a key, or nullptr. Lets one part adjust what another wrote (convert
+  // pads the tokenizer's vocabulary to the embedding's row count, as llama.cpp requires).
+  const GgufValue* find(const std::string& key) const {
+    for (const auto& kv : kv_)
+      if (kv.first == key) return &kv.second;
+    return nullptr;
+  }
   void add_tensor(const std::string& name, QType type, std::vector<int64_t> ne, Fill fill);
   // Convenience: copies `nbytes` bytes from `src` (which must outlive write()).
   void add_tensor_data(const std::string& name, QType type, std::vector<int64_t> ne, const void* src);

@@ -1,0 +1,52 @@
+// `nightlora convert HF_DIR out.gguf [--type f16]`: writes a Hugging Face model folder (or
+// any model nightlora loads) as a llama.cpp-compatible GGUF file.
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "nightlora/modelio/convert.h"
+#include "nightlora/modelio/model.h"
+#include "nightlora/quant/qtype.h"
+
+namespace {
+
+struct ConvertArgs {
+  std::string input;
+  std::string output;
+  std::string type = "f16";
+};
+
+nlcli::Register reg_convert(
+    "convert", "Convert a Hugging Face model folder to a llama.cpp-compatible GGUF file",
+    [](CLI::App& sub) -> nlcli::Run {
+      auto a = std::make_shared<ConvertArgs>();
+      sub.add_option("input", a->input, "Hugging Face folder (config.json, model.safetensors, tokenizer.json) or GGUF file")
+          ->required();
+      sub.add_option("output", a->output, "GGUF file to write (written atomically; replaced if it exists)")->required();
+      sub.add_option("-t,--type", a->type,
+                     "type of the weight matrices: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K "
+                     "(norms and biases stay f32; matrices whose rows do not fit the block size fall back to f16)")
+          ->capture_default_str();
+      return [a]() {
+        const nl::QType type = nl::parse_qtype(a->type);
+        auto model = nl::Model::load(a->input);
+        const nl::GgufModelWriteReport r = nl::convert_model_to_gguf(*model, a->output, type);
+        std::cout << "converted " << a->input << " (" << model->source_format << ", " << nl::arch_name(model->config.arch)
+                  << ") -> " << a->output << "\n";
+        for (const auto& [t, n] : r.tensors_by_type) std::cout << "  " << n << " tensors " << t << "\n";
+        std::cout << "  " << r.tensor_bytes << " bytes of tensor data\n";
+        if (!r.f16_fallbacks.empty()) {
+          std::cerr << "note: " << r.f16_fallbacks.size() << " tensors written as f16 because their rows are not a multiple of "
+                    << nl::qtype_name(type) << "'s block size (" << nl::qtype_info(type).block_size << "):";
+          for (const auto& n : r.f16_fallbacks) std::cerr << " " << n;
+          std::cerr << "\n";
+        }
+        if (r.vocab_padding > 0)
+          std::cerr << "note: padded the vocabulary with " << r.vocab_padding << " placeholder tokens to the embedding's "
+                    << model->config.vocab << " rows\n";
+        return 0;
+      };
+    });
+
+}  // namespace
