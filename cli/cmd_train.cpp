@@ -1,0 +1,210 @@
+// `nightlora train --model M --data train.jsonl [--valid v.jsonl] --out DIR ...`: LoRA
+// fine-tuning. Everything the run needs (model, data, adapter settings) is loaded and
+// checked before DIR is touched, so a bad input leaves nothing behind. DIR then receives
+// log.jsonl (one JSON object per step and per validation, written as training goes) and,
+// at the end, the adapter in both formats: adapter_model.safetensors + adapter_config.json
+// (PEFT) and adapter.gguf (llama.cpp LoRA).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "nightlora/data/dataset.h"
+#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/host/trainer.h"
+#include "nightlora/modelio/model.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainArgs {
+  std::string model, data, valid, out, adapter;
+  int64_t rank = 8;
+  float alpha = 16.0f;
+  float dropout = 0.0f;
+  std::string targets = "q,k,v,o,gate,up,down";
+  uint64_t lora_seed = 0;
+  double lr = 1e-4;
+  std::string schedule = "cosine";
+  int64_t warmup = 0;
+  int64_t epochs = 1;
+  int64_t iters = 0;
+  int64_t batch = 4;
+  int64_t grad_accum = 1;
+  int64_t seq_len = 512;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string train_on = "completion";
+  std::string chat_format;
+  int64_t val_every = 0;
+  double weight_decay = 0.0;
+  double clip = 1.0;
+};
+
+std::string hms(double s) {
+  long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
+nl::Dataset load_data(const std::string& path, const nl::Model& m, const nl::DataOptions& opt, const char* what) {
+  nl::Dataset ds = nl::load_jsonl_dataset(path, *m.tokenizer, opt);
+  if (ds.n_truncated > 0)
+    std::cerr << "nightlora: warning: " << path << ": " << ds.n_truncated << " example(s) longer than --seq-len "
+              << opt.max_tokens << " were cut to their first " << opt.max_tokens << " tokens (" << ds.n_dropped_tokens
+              << " tokens dropped)\n";
+  std::printf("%s: %s, %zu examples (%s), %lld tokens, %lld supervised\n", what, path.c_str(), ds.examples.size(),
+              nl::data_format_name(ds.format), static_cast<long long>(ds.n_tokens()),
+              static_cast<long long>(ds.n_supervised()));
+  return ds;
+}
+
+int run_train(const TrainArgs& a) {
+  // Options that need no file come first: a typo fails before any loading.
+  nl::TrainConfig tc;
+  tc.schedule = nl::parse_schedule(a.schedule);
+  nl::DataOptions dopt;
+  dopt.train_on = nl::parse_train_on(a.train_on);
+  dopt.max_tokens = a.seq_len;
+  if (!a.chat_format.empty()) dopt.chat_format = nl::parse_chat_format(a.chat_format);
+  nl::LoraConfig lc;
+  lc.rank = a.rank;
+  lc.alpha = a.alpha;
+  lc.dropout = a.dropout;
+  lc.targets = nl::LoraConfig::parse_targets(a.targets);
+  lc.seed = a.lora_seed;
+  tc.lr = a.lr;
+  tc.warmup = a.warmup;
+  tc.epochs = a.epochs;
+  tc.iters = a.iters;
+  tc.batch = a.batch;
+  tc.grad_accum = a.grad_accum;
+  tc.seed = a.seed;
+  tc.threads = a.threads;
+  tc.val_every = a.val_every;
+  tc.clip = a.clip;
+  tc.adamw.weight_decay = a.weight_decay;
+  std::error_code ec;
+  if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
+    nl::fail(a.out, "--out exists and is not a folder", "give a folder for the adapter and log");
+
+  std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
+  if (!model->tokenizer) nl::fail(a.model, "the model has no tokenizer", "training reads text, so the model needs one");
+  const nl::ModelConfig& mc = model->config;
+  std::printf("model: %s (%s, %lld layers, d_model %lld, vocab %lld)\n", a.model.c_str(), nl::arch_name(mc.arch),
+              static_cast<long long>(mc.n_layer), static_cast<long long>(mc.d_model), static_cast<long long>(mc.vocab));
+  nl::Dataset train = load_data(a.data, *model, dopt, "train");
+  std::unique_ptr<nl::Dataset> valid;
+  if (!a.valid.empty()) valid = std::make_unique<nl::Dataset>(load_data(a.valid, *model, dopt, "valid"));
+
+  nl::LoraAdapter adapter;
+  if (!a.adapter.empty()) {
+    adapter = nl::load_adapter(a.adapter, *model);
+    adapter.cfg.dropout = a.dropout;
+    std::printf("continuing from %s (its rank, alpha and targets apply)\n", a.adapter.c_str());
+  } else {
+    adapter = nl::LoraAdapter::init(mc, lc);
+  }
+  std::printf("lora: rank %lld, alpha %g, dropout %g, targets %s, %lld trainable parameters\n",
+              static_cast<long long>(adapter.cfg.rank), adapter.cfg.alpha, adapter.cfg.dropout,
+              adapter.cfg.targets_string().c_str(), static_cast<long long>(adapter.n_params()));
+
+  nl::Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
+  std::printf("training: %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
+              static_cast<long long>(trainer.total_steps()), static_cast<long long>(trainer.steps_per_epoch()),
+              static_cast<long long>(a.batch), static_cast<long long>(a.grad_accum), a.lr, a.schedule.c_str(),
+              static_cast<long long>(a.warmup));
+  std::fflush(stdout);
+
+  // Inputs are valid: from here on DIR is written.
+  fs::create_directories(a.out, ec);
+  if (ec) nl::fail(a.out, "cannot create the output folder: " + ec.message());
+  const fs::path log_path = fs::path(a.out) / "log.jsonl";
+  std::ofstream log(log_path, std::ios::trunc);
+  if (!log) nl::fail(log_path.string(), "cannot write the training log");
+
+  const bool live = isatty(fileno(stdout));
+  bool line_open = false;
+  auto on_step = [&](const nl::StepReport& r) {
+    log << nl::step_json(r) << "\n";
+    log.flush();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
+                  static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss, r.lr, r.grad_norm,
+                  r.tokens_per_s, hms(r.elapsed_s).c_str(), hms(r.eta_s).c_str());
+    if (live) {
+      std::printf("\r\033[K%s", buf);
+      line_open = true;
+    } else {
+      std::printf("%s\n", buf);
+    }
+    std::fflush(stdout);
+  };
+  auto on_val = [&](const nl::ValReport& r) {
+    log << nl::val_json(r) << "\n";
+    log.flush();
+    if (line_open) std::printf("\n");
+    line_open = false;
+    std::printf("val step %lld: loss %.4f (%lld tokens)\n", static_cast<long long>(r.step), r.loss,
+                static_cast<long long>(r.supervised));
+    std::fflush(stdout);
+  };
+  nl::LoraAdapter trained = trainer.run(on_step, on_val);
+  if (line_open) std::printf("\n");
+
+  nl::save_adapter_peft(trained, *model, a.out);
+  const fs::path gguf_path = fs::path(a.out) / "adapter.gguf";
+  nl::save_adapter_gguf(trained, *model, gguf_path.string());
+  std::printf("saved: %s (PEFT: adapter_model.safetensors + adapter_config.json) and %s\n", a.out.c_str(),
+              gguf_path.string().c_str());
+  return 0;
+}
+
+nlcli::Register reg_train(
+    "train", "Fine-tune a LoRA adapter on JSONL data; writes the adapter (PEFT and GGUF) and log.jsonl to --out",
+    [](CLI::App& sub) -> nlcli::Run {
+      auto a = std::make_shared<TrainArgs>();
+      sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
+      sub.add_option("--data", a->data, "training data (JSONL: text, prompt/completion or messages)")->required();
+      sub.add_option("--valid", a->valid, "validation data (same format)");
+      sub.add_option("-o,--out", a->out, "output folder for the adapter and log.jsonl")->required();
+      sub.add_option("--adapter", a->adapter, "continue training this adapter (PEFT folder or LoRA GGUF)");
+      sub.add_option("--rank", a->rank, "LoRA rank")->capture_default_str();
+      sub.add_option("--alpha", a->alpha, "LoRA alpha (scale = alpha / rank)")->capture_default_str();
+      sub.add_option("--dropout", a->dropout, "LoRA dropout on the adapter input")->capture_default_str();
+      sub.add_option("--targets", a->targets, "projections to adapt: subset of q,k,v,o,gate,up,down, or all")
+          ->capture_default_str();
+      sub.add_option("--lora-seed", a->lora_seed, "seed of the adapter initialisation")->capture_default_str();
+      sub.add_option("--lr", a->lr, "peak learning rate")->capture_default_str();
+      sub.add_option("--schedule", a->schedule, "cosine, linear or constant (after warmup)")->capture_default_str();
+      sub.add_option("--warmup", a->warmup, "linear warmup steps")->capture_default_str();
+      sub.add_option("--epochs", a->epochs, "passes over the data (when --iters is 0)")->capture_default_str();
+      sub.add_option("--iters", a->iters, "optimizer steps (0: use --epochs)")->capture_default_str();
+      sub.add_option("--batch", a->batch, "sequences per micro-batch (packed without padding)")->capture_default_str();
+      sub.add_option("--grad-accum", a->grad_accum, "micro-batches per optimizer step")->capture_default_str();
+      sub.add_option("--seq-len", a->seq_len, "maximum tokens per example; longer ones keep their start")
+          ->capture_default_str();
+      sub.add_option("--seed", a->seed, "seed of the data order and dropout")->capture_default_str();
+      sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+      sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
+          ->capture_default_str();
+      sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");
+      sub.add_option("--val-every", a->val_every, "validate every N steps (always before and after)")
+          ->capture_default_str();
+      sub.add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+      sub.add_option("--clip", a->clip, "global gradient-norm clipping (0: off)")->capture_default_str();
+      return [a]() { return run_train(*a); };
+    });
+
+}  // namespace

@@ -1,0 +1,85 @@
+// The training loop: data order, micro-batches with gradient accumulation, the LoRA step,
+// clipping, the learning-rate schedule, AdamW, and validation. It reports each step and
+// each validation through callbacks; printing and logging are the caller's.
+//
+// Loss normalisation: an optimizer step covers grad_accum micro-batches of `batch`
+// sequences each; its loss is the mean next-token NLL over ALL supervised tokens of those
+// micro-batches (each micro-batch's gradient is scaled by 1 / that total), so accumulating
+// k micro-batches gives exactly the gradient of one k-times larger batch.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "nightlora/data/dataset.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/host/optimizer.h"
+#include "nightlora/host/schedule.h"
+#include "nightlora/modelio/model.h"
+
+namespace nl {
+
+struct TrainConfig {
+  AdamWOptions adamw;
+  double lr = 1e-4;
+  ScheduleKind schedule = ScheduleKind::Cosine;
+  int64_t warmup = 0;
+  int64_t epochs = 1;      // used when iters == 0
+  int64_t iters = 0;       // optimizer steps; 0: epochs over the data
+  int64_t batch = 4;       // sequences per micro-batch
+  int64_t grad_accum = 1;  // micro-batches per optimizer step
+  double clip = 1.0;       // global gradient norm cap; <= 0: none
+  uint64_t seed = 0;       // data order and dropout (the adapter init has its own seed)
+  int threads = 0;         // 0: all cores
+  int64_t val_every = 0;   // validate every N steps (and always before and after); 0: before and after only
+};
+
+struct StepReport {
+  int64_t step = 0;   // 1-based: the number of updates done
+  int64_t total = 0;
+  double loss = 0;    // mean NLL over the step's supervised tokens
+  double lr = 0;
+  double grad_norm = 0;  // before clipping
+  int64_t tokens = 0;    // tokens processed in this step (all micro-batches)
+  int64_t supervised = 0;
+  double tokens_per_s = 0;  // this step
+  double elapsed_s = 0;     // since the start of training
+  double eta_s = 0;
+  int64_t epoch = 0;        // 0-based epoch of the step's last example
+};
+
+struct ValReport {
+  int64_t step = 0;  // updates done when it ran
+  double loss = 0;   // mean NLL over the validation set's supervised tokens
+  int64_t supervised = 0;
+};
+
+class Trainer {
+ public:
+  // `adapter` is the starting point (fresh from LoraAdapter::init, or loaded to continue).
+  // Throws nl::Error for inconsistent options (batch < 1, ...).
+  Trainer(const Model& model, const Dataset& train, const Dataset* valid, const TrainConfig& cfg, LoraAdapter adapter);
+  ~Trainer();
+
+  int64_t total_steps() const { return total_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+
+  // Runs every step; returns the trained adapter.
+  LoraAdapter run(const std::function<void(const StepReport&)>& on_step,
+                  const std::function<void(const ValReport&)>& on_val);
+
+  // Validation loss of `adapter` (no dropout, no gradients). Requires a validation set.
+  ValReport validate(const LoraAdapter& adapter, int64_t step);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t total_ = 0, steps_per_epoch_ = 0;
+};
+
+// One line of DIR/log.jsonl for a step / a validation.
+std::string step_json(const StepReport& r);
+std::string val_json(const ValReport& r);
+
+}  // namespace nl

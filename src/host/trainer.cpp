@@ -1,0 +1,145 @@
+#include "nightlora/host/trainer.h"
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "det_rng.h"
+#include "nightlora/data/batcher.h"
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/train_step.h"
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+struct Trainer::Impl {
+  const Model& model;
+  const Dataset& train;
+  const Dataset* valid;
+  TrainConfig cfg;
+  LoraAdapter adapter;
+  std::unique_ptr<FrozenEngine> engine;
+  std::unique_ptr<TrainStep> step;
+  DataOrder order;
+  std::vector<Batch> val_batches;
+
+  Impl(const Model& m, const Dataset& t, const Dataset* v, const TrainConfig& c, LoraAdapter a)
+      : model(m), train(t), valid(v), cfg(c), adapter(std::move(a)),
+        order(static_cast<int64_t>(t.examples.size()), c.seed) {
+    EngineOptions eo;
+    eo.threads = cfg.threads;
+    engine = make_engine(model, eo);
+    StepOptions so;
+    so.threads = cfg.threads;
+    step = std::make_unique<TrainStep>(model, *engine, so);
+    if (valid) val_batches = batches_in_order(*valid, cfg.batch);
+  }
+};
+
+Trainer::Trainer(const Model& model, const Dataset& train, const Dataset* valid, const TrainConfig& cfg,
+                 LoraAdapter adapter) {
+  if (cfg.batch < 1) fail("--batch " + std::to_string(cfg.batch), "must be at least 1");
+  if (cfg.grad_accum < 1) fail("--grad-accum " + std::to_string(cfg.grad_accum), "must be at least 1");
+  if (cfg.iters < 0) fail("--iters " + std::to_string(cfg.iters), "must not be negative");
+  if (cfg.iters == 0 && cfg.epochs < 1) fail("--epochs " + std::to_string(cfg.epochs), "must be at least 1 (or give --iters)");
+  if (cfg.warmup < 0) fail("--warmup " + std::to_string(cfg.warmup), "must not be negative");
+  if (!(cfg.lr > 0)) fail("--lr", "the learning rate must be positive");
+  if (train.examples.empty()) fail(train.source, "the training set is empty");
+  int64_t per_step = cfg.batch * cfg.grad_accum;
+  int64_t n = static_cast<int64_t>(train.examples.size());
+  steps_per_epoch_ = (n + per_step - 1) / per_step;
+  total_ = cfg.iters > 0 ? cfg.iters : cfg.epochs * steps_per_epoch_;
+  impl_ = std::make_unique<Impl>(model, train, valid, cfg, std::move(adapter));
+}
+
+Trainer::~Trainer() = default;
+
+ValReport Trainer::validate(const LoraAdapter& adapter, int64_t step) {
+  if (!impl_->valid) fail("validation", "no validation set was given");
+  double sum = 0;
+  int64_t n = 0;
+  for (const Batch& b : impl_->val_batches) {
+    StepResult r = impl_->step->forward_only(b, adapter);
+    sum += r.loss_sum;
+    n += r.n_supervised;
+  }
+  ValReport v;
+  v.step = step;
+  v.supervised = n;
+  v.loss = n > 0 ? sum / static_cast<double>(n) : 0.0;
+  return v;
+}
+
+LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
+                         const std::function<void(const ValReport&)>& on_val) {
+  Impl& I = *impl_;
+  const TrainConfig& c = I.cfg;
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  LrSchedule sched{c.schedule, c.lr, 0.0, c.warmup, total_};
+  AdamW opt(I.adapter, c.adamw);
+  LoraAdapter grads = I.adapter.zeros_like();
+  if (I.valid && on_val) on_val(validate(I.adapter, 0));
+  int64_t pos = 0;  // position in the data stream (examples consumed)
+  for (int64_t s = 0; s < total_; ++s) {
+    const auto t0 = clock::now();
+    // Draw this step's micro-batches first: the loss scale needs their total supervised count.
+    std::vector<Batch> micro;
+    int64_t n_sup = 0, n_tok = 0;
+    for (int64_t k = 0; k < c.grad_accum; ++k) {
+      std::vector<int64_t> idx;
+      for (int64_t i = 0; i < c.batch; ++i) idx.push_back(I.order.at(pos++));
+      micro.push_back(pack_batch(I.train.examples, idx));
+      n_sup += micro.back().n_supervised();
+      n_tok += micro.back().n_tokens();
+    }
+    for (auto& p : grads.pairs) {
+      std::fill(p.A.begin(), p.A.end(), 0.0f);
+      std::fill(p.B.begin(), p.B.end(), 0.0f);
+    }
+    double loss_sum = 0;
+    const float scale = 1.0f / static_cast<float>(n_sup);
+    for (size_t k = 0; k < micro.size(); ++k) {
+      uint64_t dropout_seed = hash_combine(hash_combine(c.seed, static_cast<uint64_t>(s)), k);
+      StepResult r = I.step->forward_backward(micro[k], I.adapter, grads, scale, dropout_seed);
+      loss_sum += r.loss_sum;
+    }
+    double norm = clip_grad_norm(grads, c.clip);
+    double lr = sched.at(s);
+    opt.step(I.adapter, grads, lr);
+
+    const auto t1 = clock::now();
+    StepReport rep;
+    rep.step = s + 1;
+    rep.total = total_;
+    rep.loss = loss_sum / static_cast<double>(n_sup);
+    rep.lr = lr;
+    rep.grad_norm = norm;
+    rep.tokens = n_tok;
+    rep.supervised = n_sup;
+    double dt = std::chrono::duration<double>(t1 - t0).count();
+    rep.tokens_per_s = dt > 0 ? static_cast<double>(n_tok) / dt : 0.0;
+    rep.elapsed_s = std::chrono::duration<double>(t1 - t_start).count();
+    rep.eta_s = rep.elapsed_s / static_cast<double>(s + 1) * static_cast<double>(total_ - s - 1);
+    rep.epoch = I.order.epoch_of(pos - 1);
+    if (on_step) on_step(rep);
+    bool last = s + 1 == total_;
+    if (I.valid && on_val && (last || (c.val_every > 0 && (s + 1) % c.val_every == 0)))
+      on_val(validate(I.adapter, s + 1));
+  }
+  return I.adapter;
+}
+
+std::string step_json(const StepReport& r) {
+  nlohmann::json j = {{"type", "train"},       {"step", r.step},         {"total", r.total},
+                      {"epoch", r.epoch},      {"loss", r.loss},         {"lr", r.lr},
+                      {"grad_norm", r.grad_norm}, {"tokens", r.tokens},  {"supervised", r.supervised},
+                      {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
+  return j.dump();
+}
+
+std::string val_json(const ValReport& r) {
+  nlohmann::json j = {{"type", "val"}, {"step", r.step}, {"val_loss", r.loss}, {"supervised", r.supervised}};
+  return j.dump();
+}
+
+}  // namespace nl
