@@ -1,0 +1,64 @@
+// Re-quantizing a GGUF model file: `nightlora quantize in.gguf out.gguf --type q4_K`.
+// Every 2-D weight matrix is converted to the requested type, one row at a time, straight
+// from the memory-mapped input into the output file; everything else (1-D norms and
+// biases, all metadata) is copied unchanged except `general.file_type`.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nightlora/quant/qtype.h"
+
+namespace nl {
+
+// llama.cpp's `llama_ftype` (the GGUF key `general.file_type`) for a file whose matrices
+// all have type t: e.g. q4_0 -> 2 (MOSTLY_Q4_0), q4_K -> 14 (MOSTLY_Q4_K_S, "all Q4_K"),
+// q6_K -> 18. Throws nl::Error for a type with no such value.
+uint32_t llama_ftype_for(QType t);
+
+// Whether a tensor is a weight matrix that quantization converts: its name ends in
+// ".weight" and it has exactly 2 dimensions. 1-D tensors (norms, biases) stay as they are.
+bool is_quantizable_matrix(const std::string& name, const std::vector<int64_t>& ne);
+
+// The type a matrix with rows of `row_len` elements gets when `wanted` is requested. Rows
+// that are not whole blocks of `wanted` fall back as llama.cpp's quantizer does: q4_K ->
+// q5_0, q5_K -> q5_1, q6_K -> q8_0, and to f16 when the row does not fit that type (or a
+// 32-block type) either. `why`, when given, receives a one-line reason for a fallback
+// (and is cleared otherwise).
+QType matrix_type_for(QType wanted, int64_t row_len, std::string* why = nullptr);
+
+struct TensorQuantResult {
+  std::string name;
+  std::vector<int64_t> ne;  // fastest-first, as in GGUF
+  QType from = QType::F32;
+  QType to = QType::F32;
+  size_t bytes_in = 0;
+  size_t bytes_out = 0;
+  bool converted = false;   // false: copied byte for byte (not a matrix, or already that type)
+  std::string fallback;     // non-empty when `to` differs from the requested type: why
+};
+
+struct QuantizeSummary {
+  QType requested = QType::F32;
+  uint32_t file_type = 0;   // written as general.file_type
+  std::vector<TensorQuantResult> tensors;  // in file order
+  size_t bytes_in = 0;      // tensor data, before
+  size_t bytes_out = 0;     // tensor data, after
+  size_t file_bytes_in = 0;
+  size_t file_bytes_out = 0;
+  int n_converted = 0;
+  int n_fallback = 0;
+};
+
+// Reads `in_path`, writes `out_path` (atomically: a temporary file renamed at the end, so
+// a failure never leaves a partial output). `type` must be one we can quantize to
+// (qtype_info(type).supported). Throws nl::Error naming the file and tensor for anything
+// wrong: an unreadable input, a matrix of a type we cannot dequantize, non-finite values.
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type);
+
+// A human-readable report of a summary: one line per tensor (unless per_tensor is false),
+// then the fallbacks and the totals.
+std::string format_quantize_summary(const QuantizeSummary& s, bool per_tensor = true);
+
+}  // namespace nl

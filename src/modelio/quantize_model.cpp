@@ -1,0 +1,177 @@
+#include "nightlora/modelio/quantize_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "nightlora/modelio/gguf.h"
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+uint32_t llama_ftype_for(QType t) {
+  // Values of llama.cpp's enum llama_ftype (include/llama.h). A file where every matrix is
+  // one K-quant is what llama.cpp calls the "_S" (small) mix of that type.
+  switch (t) {
+    case QType::F32: return 0;    // LLAMA_FTYPE_ALL_F32
+    case QType::F16: return 1;    // LLAMA_FTYPE_MOSTLY_F16
+    case QType::Q4_0: return 2;   // LLAMA_FTYPE_MOSTLY_Q4_0
+    case QType::Q4_1: return 3;   // LLAMA_FTYPE_MOSTLY_Q4_1
+    case QType::Q8_0: return 7;   // LLAMA_FTYPE_MOSTLY_Q8_0
+    case QType::Q5_0: return 8;   // LLAMA_FTYPE_MOSTLY_Q5_0
+    case QType::Q5_1: return 9;   // LLAMA_FTYPE_MOSTLY_Q5_1
+    case QType::Q4_K: return 14;  // LLAMA_FTYPE_MOSTLY_Q4_K_S
+    case QType::Q5_K: return 16;  // LLAMA_FTYPE_MOSTLY_Q5_K_S
+    case QType::Q6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
+    case QType::BF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
+    default:
+      fail(std::string("type ") + qtype_info(t).name, "has no llama.cpp file type",
+           "quantize to f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K");
+  }
+}
+
+bool is_quantizable_matrix(const std::string& name, const std::vector<int64_t>& ne) {
+  static const std::string suffix = ".weight";
+  const bool is_weight = name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return is_weight && ne.size() == 2;
+}
+
+QType matrix_type_for(QType wanted, int64_t row_len, std::string* why) {
+  if (why) why->clear();
+  const QTypeInfo& w = qtype_info(wanted);
+  if (row_len % w.block_size == 0) return wanted;
+
+  QType fallback = QType::F16;
+  switch (wanted) {
+    case QType::Q4_K: fallback = QType::Q5_0; break;
+    case QType::Q5_K: fallback = QType::Q5_1; break;
+    case QType::Q6_K: fallback = QType::Q8_0; break;
+    default: break;  // legacy 32-element types: nothing smaller than f16 fits either
+  }
+  if (row_len % qtype_info(fallback).block_size != 0) fallback = QType::F16;
+  if (why)
+    *why = "rows of " + std::to_string(row_len) + " elements are not whole " + std::to_string(w.block_size) +
+           "-element " + w.name + " blocks; using " + qtype_name(fallback);
+  return fallback;
+}
+
+namespace {
+
+// Converts one tensor row by row: dequantize (or copy) a source row to f32, check it,
+// quantize it into the output. Only one row of floats is held at a time.
+void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file) {
+  const int64_t cols = t.ne[0];
+  const int64_t rows = t.n_elements() / cols;
+  const size_t in_row = qtype_row_bytes(t.type, cols);
+  const size_t out_row = qtype_row_bytes(to, cols);
+  if (out_row * static_cast<size_t>(rows) != dst_bytes || in_row * static_cast<size_t>(rows) != t.nbytes)
+    fail(file, "tensor '" + t.name + "': internal size mismatch while quantizing");
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(t.type, t.data + static_cast<size_t>(r) * in_row, row.data(), cols);
+    for (int64_t c = 0; c < cols; ++c)
+      if (!std::isfinite(row[static_cast<size_t>(c)]))
+        fail(file, "tensor '" + t.name + "' has a non-finite value (" + std::to_string(row[static_cast<size_t>(c)]) +
+                       ") at row " + std::to_string(r) + ", column " + std::to_string(c),
+             "the model file is damaged; quantizing it would spread the damage over whole blocks");
+    quantize_row(to, row.data(), dst + static_cast<size_t>(r) * out_row, cols);
+  }
+}
+
+std::string shape_string(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? " x " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type) {
+  const QTypeInfo& target = qtype_info(type);
+  if (!target.supported)
+    fail(std::string("type ") + target.name, "cannot quantize to this type",
+         "use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K");
+
+  std::unique_ptr<GgufFile> in = GgufFile::open(in_path);
+  QuantizeSummary s;
+  s.requested = type;
+  s.file_type = llama_ftype_for(type);
+  s.file_bytes_in = in->file_size();
+
+  GgufWriter w;
+  w.set_alignment(in->alignment());
+  for (const auto& [key, value] : in->metadata()) w.set(key, value);
+  w.set("general.file_type", GgufValue::u32(s.file_type));
+
+  for (const GgufTensorInfo& t : in->tensors()) {
+    TensorQuantResult r;
+    r.name = t.name;
+    r.ne = t.ne;
+    r.from = t.type;
+    r.bytes_in = t.nbytes;
+    r.to = t.type;
+    if (is_quantizable_matrix(t.name, t.ne)) r.to = matrix_type_for(type, t.ne[0], &r.fallback);
+    r.converted = r.to != r.from;
+    if (r.converted && !qtype_info(r.from).supported)
+      fail(in_path, "tensor '" + t.name + "' has type " + qtype_name(r.from) + ", which we cannot dequantize",
+           "start from an f32, f16, bf16 or q8_0 model");
+    r.bytes_out = gguf_tensor_bytes(r.to, t.ne);
+
+    const GgufTensorInfo* src = &t;  // owned by `in`, which outlives w.write()
+    if (r.converted) {
+      const QType to = r.to;
+      w.add_tensor(t.name, to, t.ne, [src, to, in_path](uint8_t* dst, size_t n) { convert_rows(*src, to, dst, n, in_path); });
+    } else {
+      w.add_tensor(t.name, t.type, t.ne, [src, in_path](uint8_t* dst, size_t n) {
+        if (n != src->nbytes) fail(in_path, "tensor '" + src->name + "': internal size mismatch while copying");
+        std::memcpy(dst, src->data, n);
+      });
+    }
+    s.bytes_in += r.bytes_in;
+    s.bytes_out += r.bytes_out;
+    s.n_converted += r.converted ? 1 : 0;
+    s.n_fallback += r.fallback.empty() ? 0 : 1;
+    s.tensors.push_back(std::move(r));
+  }
+
+  w.write(out_path);
+  std::unique_ptr<GgufFile> out = GgufFile::open(out_path);  // a final check that it reads back
+  s.file_bytes_out = out->file_size();
+  return s;
+}
+
+std::string format_quantize_summary(const QuantizeSummary& s, bool per_tensor) {
+  std::ostringstream o;
+  size_t width = 0;
+  for (const auto& t : s.tensors) width = std::max(width, t.name.size());
+  for (const auto& t : s.tensors) {
+    if (!per_tensor) break;
+    char line[512];
+    std::string types = t.converted ? std::string(qtype_name(t.from)) + " -> " + qtype_name(t.to)
+                                    : std::string(qtype_name(t.from)) + " (kept)";
+    std::snprintf(line, sizeof line, "  %-*s %-14s %-16s %10zu -> %10zu bytes", static_cast<int>(width), t.name.c_str(),
+                  shape_string(t.ne).c_str(), types.c_str(), t.bytes_in, t.bytes_out);
+    o << line << "\n";
+  }
+  if (s.n_fallback) {
+    o << s.n_fallback << " tensor(s) could not use " << qtype_name(s.requested) << ":\n";
+    for (const auto& t : s.tensors)
+      if (!t.fallback.empty()) o << "  " << t.name << ": " << t.fallback << "\n";
+  }
+  o << "converted " << s.n_converted << " of " << s.tensors.size() << " tensors (requested " << qtype_name(s.requested)
+    << ", " << s.n_fallback << " fallback(s)); general.file_type = " << s.file_type << "\n";
+  o << "tensor data: " << mib(s.bytes_in) << " -> " << mib(s.bytes_out) << "; file: " << mib(s.file_bytes_in) << " -> "
+    << mib(s.file_bytes_out) << "\n";
+  return o.str();
+}
+
+}  // namespace nl
