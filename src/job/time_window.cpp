@@ -1,0 +1,67 @@
+#include "nightlora/job/time_window.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+namespace {
+constexpr double kDay = 86400;
+double wrap(double s) {
+  s = std::fmod(s, kDay);
+  return s < 0 ? s + kDay : s;
+}
+}  // namespace
+
+TimeWindow TimeWindow::parse(const std::string& text, const std::string& flag) {
+  static const std::regex re(R"(\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*)");
+  std::smatch m;
+  const char* hint = "write the window as HH:MM-HH:MM in 24-hour local time, e.g. 23:00-07:00";
+  if (!std::regex_match(text, m, re)) fail(flag, "cannot read the time window \"" + text + "\"", hint);
+  int h1 = std::stoi(m[1]), m1 = std::stoi(m[2]), h2 = std::stoi(m[3]), m2 = std::stoi(m[4]);
+  // 24:00 is allowed as an end ("18:00-24:00").
+  if (h1 > 23 || m1 > 59 || h2 > 24 || m2 > 59 || (h2 == 24 && m2 != 0))
+    fail(flag, "\"" + text + "\" is not a valid time of day", hint);
+  TimeWindow w;
+  w.start_ = h1 * 60 + m1;
+  w.end_ = (h2 * 60 + m2) % 1440;
+  if (w.start_ == w.end_) fail(flag, "the window \"" + text + "\" is empty (start equals end)", "to run at any time, give no window");
+  return w;
+}
+
+bool TimeWindow::contains(double sod) const {
+  double t = wrap(sod), s = start_ * 60.0, e = end_ * 60.0;
+  return s < e ? (t >= s && t < e) : (t >= s || t < e);  // s > e: the window crosses midnight
+}
+
+double TimeWindow::seconds_until_open(double sod) const {
+  if (contains(sod)) return 0;
+  return wrap(start_ * 60.0 - wrap(sod));
+}
+
+double TimeWindow::seconds_until_close(double sod) const {
+  if (!contains(sod)) return 0;
+  double d = wrap(end_ * 60.0 - wrap(sod));
+  return d == 0 ? kDay : d;
+}
+
+std::string TimeWindow::text() const {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%02d:%02d-%02d:%02d", start_ / 60, start_ % 60, end_ / 60, end_ % 60);
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  long long s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  char buf[48];
+  if (s >= 3600) std::snprintf(buf, sizeof(buf), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
+  else if (s >= 60) std::snprintf(buf, sizeof(buf), "%lldm%02llds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof(buf), "%llds", s);
+  return buf;
+}
+
+}  // namespace nl
