@@ -100,13 +100,13 @@ void print_info(const nl::Model& m, bool all_tensors) {
             << "rms eps: " << c.rms_eps << "\n";
   std::cout << "rope: theta " << c.rope_theta << ", "
             << (c.rope_style == nl::RopeStyle::Adjacent ? "adjacent pairs (2i, 2i+1)" : "half-split pairs (i, i+head_dim/2)");
-  if (!c.rope_freq_factors.empty())
-    std::cout << ", frequency factors from rope_freqs.weight (" << c.rope_freq_factors.size() << " values)";
-  else if (c.rope_scaling.type == "llama3")
+  if (c.rope_scaling.type == "llama3")
     std::cout << ", llama3 scaling (factor " << c.rope_scaling.factor << ", low " << c.rope_scaling.low_freq_factor << ", high "
               << c.rope_scaling.high_freq_factor << ", original context " << c.rope_scaling.original_context << ")";
-  else
-    std::cout << ", no scaling";
+  if (!c.rope_freq_factors.empty())
+    std::cout << ", " << c.rope_freq_factors.size() << " frequency factors (" << c.rope_freq_factors.front() << " .. "
+              << c.rope_freq_factors.back() << ")";
+  if (c.rope_scaling.type != "llama3" && c.rope_freq_factors.empty()) std::cout << ", no scaling";
   std::cout << "\n";
   std::cout << "output head: " << (c.tied_output ? "tied to token embedding" : "separate") << "\n";
   std::cout << "qkv bias: " << (c.qkv_bias ? "yes" : "no") << ", qk norm: " << (c.qk_norm ? "yes" : "no") << "\n";
@@ -136,7 +136,7 @@ void print_info(const nl::Model& m, bool all_tensors) {
     bool is_layer = r.name.rfind("blk.", 0) == 0 || r.name.rfind("model.layers.", 0) == 0;
     bool first_layer = r.name.rfind(blk0, 0) == 0 || r.name.rfind(layer0, 0) == 0;
     if (all_tensors || !is_layer || first_layer)
-      std::cout << "  " << std::left << std::setw(44) << r.name << std::right << " " << std::setw(6) << nl::qtype_name(r.type)
+      std::cout << "  " << std::left << std::setw(48) << r.name << std::right << " " << std::setw(6) << nl::qtype_name(r.type)
                 << " " << dims(r.ne) << "\n";
     else
       ++hidden;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "loaders.h"
+#include "nightlora/modelio/convert.h"
 #include "nightlora/modelio/gguf_names.h"
 #include "nightlora/modelio/safetensors.h"
 #include "nightlora/tokenizer/tokenizer.h"
@@ -253,6 +254,9 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir_arg) {
   m->source_format = "hf";
   ModelConfig& c = m->config;
   c = read_config(dir);
+  // The same per-frequency factors llama.cpp's converter stores in rope_freqs.weight, so a
+  // folder and its converted GGUF rotate with bit-identical frequencies.
+  if (c.rope_scaling.type == "llama3") c.rope_freq_factors = llama3_rope_freq_factors(c);
 
   WeightFiles files(dir);
   auto get = [&](const std::string& name, const std::vector<int64_t>& ne, bool required = true) -> TensorView {

@@ -207,6 +207,10 @@ TEST(LoadHf, Llama3RopeScalingIsRead) {
   EXPECT_EQ(m->config.rope_scaling.type, "llama3");
   EXPECT_FLOAT_EQ(m->config.rope_scaling.factor, 32.0f);
   EXPECT_EQ(m->config.rope_scaling.original_context, 8192);
+  // Also as the factors llama.cpp stores, so HF and converted GGUF rotate identically.
+  ASSERT_EQ(m->config.rope_freq_factors.size(), 8u);
+  EXPECT_EQ(m->config.rope_freq_factors.front(), 1.0f);
+  EXPECT_EQ(m->config.rope_freq_factors.back(), 32.0f);
 }
 
 }  // namespace
