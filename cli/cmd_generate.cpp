@@ -65,7 +65,14 @@ std::vector<int32_t> parse_ids(const std::string& s) {
 }
 
 std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const nl::Model& m) {
-  if (!a.prompt_ids.empty()) return parse_ids(a.prompt_ids);
+  if (!a.prompt_ids.empty()) {
+    std::vector<int32_t> ids = parse_ids(a.prompt_ids);
+    for (int32_t id : ids)
+      if (id >= m.config.vocab)
+        nl::fail("--prompt-ids", "token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                     std::to_string(m.config.vocab - 1) + ")");
+    return ids;
+  }
   const nl::Tokenizer& tok = *m.tokenizer;
   std::string text = a.prompt;
   if (a.chat) {
