@@ -296,3 +296,22 @@ def load_gguf_model(path: str):
     cfg = config_from_gguf(g)
     w = {name: dequantize(t) for name, t in g.tensors.items() if name != "rope_freqs.weight"}
     return cfg, w
+
+
+def _main():
+    """python3 gguf_reader.py FILE.gguf OUT_DIR: writes each tensor dequantized to
+    OUT_DIR/<name>.f32 (raw little-endian float32, slowest-first order), for comparing these
+    dequantizers with another implementation."""
+    import os
+    import sys
+
+    if len(sys.argv) != 3:
+        sys.exit(__doc__ + "\n" + _main.__doc__)
+    g = read_gguf(sys.argv[1])
+    os.makedirs(sys.argv[2], exist_ok=True)
+    for name, t in g.tensors.items():
+        dequantize(t).astype("<f4").tofile(os.path.join(sys.argv[2], name + ".f32"))
+
+
+if __name__ == "__main__":
+    _main()
