@@ -25,6 +25,8 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& f);
   // `dir` holds tokenizer.json and, optionally, tokenizer_config.json.
   static std::unique_ptr<Tokenizer> from_hf_dir(const std::string& dir);
+  // `path` is a GGUF file or a folder with tokenizer.json; needs no weights.
+  static std::unique_ptr<Tokenizer> from_path(const std::string& path);
 
   // Encodes text. With parse_special, occurrences of special/added tokens in the text
   // become those tokens; otherwise they are encoded as plain text. add_bos prepends BOS
