@@ -27,6 +27,15 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// A JSON value for an error message; nested values are only named (dumping is recursive
+// and a hostile file may nest very deeply).
+std::string describe(const json& j) {
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  std::string s = j.dump();
+  return s.size() > 64 ? s.substr(0, 64) + "..." : s;
+}
+
 json read_json(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   if (!in) fail(p.string(), "cannot read the file", "check that the folder is a complete Hugging Face model");
@@ -50,19 +59,19 @@ class ConfigReader {
     if (!has(key)) fail(path_, std::string("missing \"") + key + "\"", "the model configuration is incomplete");
     const json& v = j_[key];
     if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > limit)
-      fail(path_, std::string("\"") + key + "\" = " + v.dump() + " must be a positive integer");
+      fail(path_, std::string("\"") + key + "\" = " + describe(v) + " must be a positive integer");
     return v.get<int64_t>();
   }
   int64_t positive_int(const char* key, int64_t def, int64_t limit) const { return has(key) ? positive_int(key, limit) : def; }
 
   double number(const char* key, double def) const {
     if (!has(key)) return def;
-    if (!j_[key].is_number()) fail(path_, std::string("\"") + key + "\" = " + j_[key].dump() + " must be a number");
+    if (!j_[key].is_number()) fail(path_, std::string("\"") + key + "\" = " + describe(j_[key]) + " must be a number");
     return j_[key].get<double>();
   }
   bool boolean(const char* key, bool def) const {
     if (!has(key)) return def;
-    if (!j_[key].is_boolean()) fail(path_, std::string("\"") + key + "\" = " + j_[key].dump() + " must be true or false");
+    if (!j_[key].is_boolean()) fail(path_, std::string("\"") + key + "\" = " + describe(j_[key]) + " must be true or false");
     return j_[key].get<bool>();
   }
   std::string string(const char* key, const std::string& def) const {

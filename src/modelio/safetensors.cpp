@@ -49,6 +49,15 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+// A JSON value for an error message. Nested values are only named, never printed: dumping
+// is recursive, and a hostile header may nest millions of levels deep.
+std::string describe(const json& j) {
+  if (j.is_array()) return "an array of " + std::to_string(j.size());
+  if (j.is_object()) return "an object";
+  std::string s = j.dump();
+  return s.size() > 64 ? s.substr(0, 64) + "..." : s;
+}
+
 // Element count of a shape, or -1 when it overflows.
 int64_t checked_elements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -139,7 +148,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     if (v["shape"].size() > kMaxDims) fail(tw, "shape has " + std::to_string(v["shape"].size()) + " dimensions (at most 8 supported)");
     for (const json& dim : v["shape"]) {
       if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(tw, "shape " + v["shape"].dump() + " must hold non-negative integers");
+        fail(tw, "shape element " + describe(dim) + " is not a non-negative integer");
       t.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
     }
     int64_t n = checked_elements(t.shape);
@@ -148,7 +157,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     uint64_t want_bytes = static_cast<uint64_t>(n) * d->size;
 
     for (const json& o : v["data_offsets"])
-      if (!o.is_number_unsigned()) fail(tw, "data_offsets " + v["data_offsets"].dump() + " must be non-negative integers");
+      if (!o.is_number_unsigned()) fail(tw, "data_offsets element " + describe(o) + " is not a non-negative integer");
     uint64_t begin = v["data_offsets"][0].get<uint64_t>();
     uint64_t end = v["data_offsets"][1].get<uint64_t>();
     if (end < begin) fail(tw, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");

@@ -22,18 +22,6 @@ void write_raw(const fs::path& p, const std::string& header, const std::string& 
   std::ofstream(p, std::ios::binary) << bytes;
 }
 
-// Expects opening to throw nl::Error whose message contains every fragment.
-void expect_error(const fs::path& p, std::vector<std::string> fragments) {
-  try {
-    nl::SafetensorsFile::open(p.string());
-    FAIL() << "expected an error for " << p;
-  } catch (const nl::Error& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find(p.string()), std::string::npos) << "error should name the file: " << msg;
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << "missing '" << f << "' in: " << msg;
-  }
-}
-
 TEST(Safetensors, RoundTripKeepsNamesShapesBytesAndMetadata) {
   TempDir tmp;
   std::vector<float> a = {1.0f, -2.5f, 3.25f, 0.0f, 1e-3f, 65504.0f};
@@ -109,56 +97,6 @@ TEST(Safetensors, EmptyTensorListAndZeroSizedTensorAreValid) {
   auto f = nl::SafetensorsFile::open(p.string());
   ASSERT_EQ(f->tensors().size(), 1u);
   EXPECT_EQ(f->tensors()[0].nbytes, 0u);
-}
-
-TEST(Safetensors, HostileFilesGiveClearErrors) {
-  TempDir tmp;
-  fs::path p = tmp / "h.safetensors";
-  const std::string ok = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
-
-  std::ofstream(p, std::ios::binary) << "abc";
-  expect_error(p, {"too short"});
-
-  write_raw(p, ok, std::string(8, '\0'), 1ull << 40);
-  expect_error(p, {"header length", "absurd"});
-
-  write_raw(p, ok, std::string(8, '\0'), ok.size() + 100);
-  expect_error(p, {"header length", "past the end"});
-
-  write_raw(p, "[1,2]", "");
-  expect_error(p, {"JSON object"});
-
-  write_raw(p, R"({"w":{"dtype":"F32",)", "");
-  expect_error(p, {"invalid JSON"});
-
-  write_raw(p, R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "unsupported dtype"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "non-negative"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "needs 12 bytes"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "past the end"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "end before"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "data_offsets"});
-
-  write_raw(p, R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "too large"});
-
-  write_raw(p,
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            std::string(12, '\0'));
-  expect_error(p, {"overlaps"});
-
-  write_raw(p, R"({"__metadata__":{"k":3}})", "");
-  expect_error(p, {"__metadata__"});
 }
 
 }  // namespace
