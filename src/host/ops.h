@@ -83,8 +83,9 @@ void lora_backward_params(const LoraBranch& L, const float* x, const float* z, c
 void lora_backward_input(const LoraBranch& L, const float* dz, int64_t T, float* dx, ThreadPool& pool);
 
 // ---- output head loss on a chunk of rows: log-softmax + NLL ----
-// logits: C x V (overwritten with d(loss_scale * NLL)/dlogits). Returns the NLL sum.
-double cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int64_t V, float loss_scale,
-                           ThreadPool& pool);
+// logits: C x V (overwritten with d(loss_scale * NLL)/dlogits); row_nll: C values. The
+// caller sums row_nll in position order, so the total does not depend on the chunk size.
+void cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int64_t V, float loss_scale,
+                         double* row_nll, ThreadPool& pool);
 
 }  // namespace nl

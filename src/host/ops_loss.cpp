@@ -7,9 +7,8 @@
 
 namespace nl {
 
-double cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int64_t V, float loss_scale,
-                           ThreadPool& pool) {
-  std::vector<double> row_loss(static_cast<size_t>(C));
+void cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int64_t V, float loss_scale,
+                         double* row_loss, ThreadPool& pool) {
   parallel_rows(pool, C, 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       float* z = logits + r * V;
@@ -18,14 +17,11 @@ double cross_entropy_chunk(float* logits, const int32_t* labels, int64_t C, int6
       double sum = 0;
       for (int64_t i = 0; i < V; ++i) sum += std::exp(static_cast<double>(z[i] - m));
       const double lse = static_cast<double>(m) + std::log(sum);
-      row_loss[static_cast<size_t>(r)] = lse - static_cast<double>(z[labels[r]]);
+      row_loss[r] = lse - static_cast<double>(z[labels[r]]);
       for (int64_t i = 0; i < V; ++i) z[i] = loss_scale * static_cast<float>(std::exp(static_cast<double>(z[i]) - lse));
       z[labels[r]] -= loss_scale;
     }
   });
-  double total = 0;
-  for (double l : row_loss) total += l;
-  return total;
 }
 
 }  // namespace nl

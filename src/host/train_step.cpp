@@ -71,6 +71,7 @@ struct TrainStep::Impl {
   Buf dx, dxn, tmp1, tmp2, datt, dq, dk, dv, dq_lin, dk_lin, dh, dg, du, lora_u;
   Buf lx, lxn, lrstd, logits, ldxn, ldx;         // loss chunk buffers
   std::vector<int32_t> pos, chunk_labels;
+  std::vector<double> row_nll;
   std::vector<int64_t> sup;
 
   Impl(const Model& m, FrozenEngine& e, const StepOptions& o) : model(m), engine(e), opt(o), cfg(m.config), pool(o.threads) {
@@ -124,6 +125,7 @@ struct TrainStep::Impl {
     const int64_t C = std::min(opt.loss_chunk, T);
     for (Buf* b : {&lx, &lxn, &ldxn, &ldx}) ensure(*b, C * d);
     ensure(lrstd, C);
+    row_nll.resize(static_cast<size_t>(C));
     ensure(logits, C * cfg.vocab);
     pos.resize(static_cast<size_t>(T));
   }
@@ -322,7 +324,8 @@ struct TrainStep::Impl {
       }
       rmsnorm_forward(lx.data(), out_norm.data(), C, d, cfg.rms_eps, lxn.data(), lrstd.data(), pool);
       engine.forward(head, lxn.data(), C, logits.data());
-      r.loss_sum += cross_entropy_chunk(logits.data(), chunk_labels.data(), C, V, loss_scale, pool);
+      cross_entropy_chunk(logits.data(), chunk_labels.data(), C, V, loss_scale, row_nll.data(), pool);
+      for (int64_t i = 0; i < C; ++i) r.loss_sum += row_nll[static_cast<size_t>(i)];
       if (!backward) continue;
       engine.input_grad(head, logits.data(), C, ldxn.data());
       zero(ldx.data(), C * d);
