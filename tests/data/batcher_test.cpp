@@ -19,13 +19,13 @@ namespace fs = std::filesystem;
 TEST(Batcher, PackingLabelsFollowMasksAndStopAtSequenceEnds) {
   CharTokenizer tok;
   nl::Dataset ds = nl::parse_jsonl_dataset(
-      "{\"prompt\": \"ab\", \"completion\": \"c\"}\n{\"text\": \"xy\"}\n", "d.jsonl", tok, {});
+      "{\"prompt\": \"ab\", \"completion\": \"c\"}\n{\"prompt\": \"\", \"completion\": \"xy\"}\n", "d.jsonl", tok, {});
   nl::Batch b = nl::pack_batch(ds.examples, {1, 0});
   // "<s>xy</s>" then "<s>abc</s>".
   const int32_t x = 'x' + 3, y = 'y' + 3, a = 'a' + 3, bb = 'b' + 3, c = 'c' + 3;
   EXPECT_EQ(b.tokens, (std::vector<int32_t>{1, x, y, 2, 1, a, bb, c, 2}));
   EXPECT_EQ(b.seq_start, (std::vector<int64_t>{0, 4, 9}));
-  // Text: every next token is a target; the last token of a sequence predicts nothing.
+  // An empty prompt: every next token is a target; the last token of a sequence predicts nothing.
   // Prompt/completion: only positions whose next token is in the completion (c, EOS).
   EXPECT_EQ(b.labels, (std::vector<int32_t>{x, y, 2, -1, -1, -1, c, 2, -1}));
   EXPECT_EQ(b.n_seqs(), 2);

@@ -155,7 +155,8 @@ TEST(DatasetErrors, NoSupervisedTokensIsAnErrorNotASkip) {
   CharTokenizer tok2;
   nl::DataOptions opt;
   opt.max_tokens = 3;
-  err = error_of("{\"text\": \"x\"}\n{\"prompt\": \"long prompt\", \"completion\": \"c\"}", tok2, opt);
+  err = error_of("{\"prompt\": \"\", \"completion\": \"x\"}\n{\"prompt\": \"long prompt\", \"completion\": \"c\"}",
+                 tok2, opt);
   EXPECT_NE(err.find("d.jsonl:2"), std::string::npos) << err;
   EXPECT_NE(err.find("--seq-len"), std::string::npos) << err;
   // A user with a chat without an assistant turn.
