@@ -117,7 +117,10 @@ int run_generate(const GenerateArgs& a) {
   const std::vector<int32_t> prompt = prompt_tokens(a, *model);
   nl::GenerateOptions gopt;
   gopt.max_new_tokens = a.n;
-  if (model->tokenizer) gopt.stop_ids = nl::default_stop_ids(*model->tokenizer);
+  if (model->tokenizer) {
+    gopt.stop_ids = nl::default_stop_ids(*model->tokenizer);
+    gopt.vocab_limit = model->tokenizer->vocab_size();
+  }
 
   std::unique_ptr<nl::TextStream> stream;
   if (!a.print_ids) stream = std::make_unique<nl::TextStream>(*model->tokenizer, prompt);

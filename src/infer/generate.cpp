@@ -14,7 +14,10 @@ GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<in
   GenerateResult res;
   std::vector<float> logits = decoder.forward(prompt);
   for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
-    const int32_t id = sampler.sample(logits);
+    std::span<const float> choices(logits);
+    if (opt.vocab_limit > 0 && static_cast<size_t>(opt.vocab_limit) < choices.size())
+      choices = choices.first(static_cast<size_t>(opt.vocab_limit));
+    const int32_t id = sampler.sample(choices);
     if (std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end()) {
       res.stopped_on_token = true;
       break;

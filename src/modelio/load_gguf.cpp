@@ -77,6 +77,12 @@ ModelConfig read_config(const GgufFile& f) {
     c.rope_scaling.high_freq_factor = static_cast<float>(f.get_float(a + ".rope.scaling.high_freq_factor", 4.0));
     c.rope_scaling.original_context =
         static_cast<int64_t>(f.get_uint(a + ".rope.scaling.original_context_length", 8192));
+    const RopeScaling& s = c.rope_scaling;
+    if (!(s.factor > 0) || !(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor) ||
+        s.original_context <= 0)
+      fail(f.path(), "llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and a positive "
+                     "original_context_length",
+           "the rope.scaling.* metadata is damaged");
   }
   if (f.has(a + ".rope.dimension_count") && f.get_uint(a + ".rope.dimension_count") != uint64_t(c.head_dim))
     fail(f.path(), "rope.dimension_count " + std::to_string(f.get_uint(a + ".rope.dimension_count")) +

@@ -214,6 +214,13 @@ TEST(Generate, StopsOnStopIdsAndLength) {
   r = nl::generate(d, s, {1}, go);
   EXPECT_EQ(r.ids, (std::vector<int32_t>{403, 407}));
   EXPECT_TRUE(r.stopped_on_token);
+  // With the ids from 403 up excluded, the greedy first token (403) cannot be chosen.
+  go.stop_ids = {};
+  go.max_new_tokens = 10;
+  go.vocab_limit = 403;
+  r = nl::generate(d, s, {1}, go);
+  ASSERT_EQ(r.ids.size(), 10u);
+  for (int32_t id : r.ids) EXPECT_LT(id, 403);
   // Stop ids of a SentencePiece model: EOS and BOS.
   const auto stops = nl::default_stop_ids(*m->tokenizer);
   EXPECT_NE(std::find(stops.begin(), stops.end(), 1), stops.end());

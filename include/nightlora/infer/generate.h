@@ -18,6 +18,9 @@ struct GenerateOptions {
   int64_t max_new_tokens = 256;
   // Generation ends, without emitting it, when one of these is produced.
   std::vector<int32_t> stop_ids;
+  // Only ids below this are ever chosen (0: any). Models often pad their embedding beyond
+  // the tokenizer's vocabulary; those rows are not tokens and must never be sampled.
+  int32_t vocab_limit = 0;
 };
 
 struct GenerateResult {
