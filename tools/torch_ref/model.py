@@ -32,7 +32,7 @@ Transformer(cfg, weights, lora=None, lora_scale=1.0)     (a torch.nn.Module)
     "gate", "up", "down"), A: (rank, in), B: (out, rank). Each adapted projection computes
         y = x·Wᵀ + b + lora_scale · (x·Aᵀ)·Bᵀ
     with plain torch ops, so autograd flows into A and B (make them requires_grad leaves).
-    The base weights are stored as buffers (never trained).
+    The base weights are kept as plain tensors, not parameters: they are never trained.
 
     forward(tokens, seq_start=None) -> logits (T, vocab)
         tokens: LongTensor (T,), several sequences packed back to back;
