@@ -121,9 +121,12 @@ nlcli::Register reg_simulate_thermal(
                     a->dev.ambient_c, a->dev.r_c_per_w, a->dev.c_j_per_c, a->dev.r_c_per_w * a->dev.c_j_per_c, a->dev.step_work_s,
                     a->dev.step_power_w, a->dev.idle_power_w, a->dev.throttle_at_c, a->dev.throttle_speed * 100,
                     a->dev.throttle_release_c);
-        std::printf("paced run: %s%s%s\n\n", paced.ceiling_c ? ("ceiling " + std::to_string(*paced.ceiling_c) + " C ").c_str() : "",
-                    paced.duty ? ("duty " + std::to_string(*paced.duty) + " ").c_str() : "",
-                    a->no_sensor ? "(no sensor: pacing on throughput)" : "");
+        std::string what;
+        char buf[96];
+        if (paced.ceiling_c) std::snprintf(buf, sizeof(buf), "ceiling %.1f C", *paced.ceiling_c), what += buf;
+        if (paced.duty) std::snprintf(buf, sizeof(buf), "%sduty %.2f", what.empty() ? "" : ", ", *paced.duty), what += buf;
+        if (a->no_sensor) what += " (no sensor: pacing on throughput)";
+        std::printf("paced run: %s\n\n", what.c_str());
         std::printf("%-8s %6s %9s %8s %7s %9s %8s  %s\n", "run", "step", "time_s", "temp_C", "step_s", "throttled", "idle_s", "reason");
         for (const nl::SimRun* r : {&unpaced, &pacedrun})
           for (const auto& s : r->steps)

@@ -63,7 +63,7 @@ double PacingController::step_done(double step_s, double work_units, std::option
     else
       fallback_duty_ = std::min(1.0, fallback_duty_ + cfg_.recover);
     double fb_idle = step_s * (1 - fallback_duty_) / fallback_duty_;
-    if (fb_idle > idle) {
+    if (fb_idle > idle || why.empty()) {
       idle = fb_idle;
       why = (detector_.throttled() ? fmt("throttling detected (step %.2fx the cool baseline): duty cut to %.2f",
                                          detector_.slowdown(), fallback_duty_)
