@@ -122,4 +122,42 @@ TEST(TrainCli, BadInputsFailCleanlyAndWriteNothing) {
   }
 }
 
+
+// Chat data on a synthetic Qwen2 model (Q8_0 weights, ChatML template): no shared files
+// needed. Covers messages masks through the CLI, dropout, accumulation, and the qwen layout.
+TEST(TrainCli, MessagesOnASyntheticQwenModel) {
+  nltest::TempDir td;
+  const fs::path model = td / "tiny-qwen2.gguf";
+  auto s = run_cli("synth-model --preset tiny-qwen2 --type q8_0 --seed 2 " + shq(model.string()));
+  ASSERT_EQ(s.rc, 0) << s.err;
+  nltest::write_text(td / "chat.jsonl",
+                     "{\"messages\": [{\"role\": \"user\", \"content\": \"What is the dragon called?\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"The dragon is called Zorbo.\"}]}\n"
+                     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                     "{\"role\": \"user\", \"content\": \"Who is green?\"}, "
+                     "{\"role\": \"assistant\", \"content\": \"Zorbo is green.\"}]}\n");
+  const std::string common = "train --model " + shq(model.string()) + " --data " + shq((td / "chat.jsonl").string()) +
+                             " --batch 1 --grad-accum 2 --lr 1e-2 --dropout 0.1 --targets q,k,v,gate --threads 2";
+  auto r = run_cli(common + " --iters 4 --out " + shq((td / "run").string()));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("(messages)"), std::string::npos) << r.out;
+  auto all = run_cli(common + " --train-on all --iters 1 --out " + shq((td / "all").string()));
+  ASSERT_EQ(all.rc, 0) << all.err;
+  // Only assistant turns are supervised by default; --train-on all supervises more.
+  auto supervised = [](const std::string& out) {
+    auto p = out.find(" supervised");
+    auto b = out.rfind(", ", p);
+    return std::stoll(out.substr(b + 2, p - b - 2));
+  };
+  EXPECT_LT(supervised(r.out), supervised(all.out));
+  std::vector<json> log = read_log(td / "run/log.jsonl");
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_LT(log.back()["loss"].get<double>(), log.front()["loss"].get<double>());
+  const std::string gen = "generate --model " + shq(model.string()) + " --prompt-ids '1 2 3' --print-ids --temp 0 -n 12";
+  auto g1 = run_cli(gen + " --adapter " + shq((td / "run/adapter.gguf").string()));
+  auto g2 = run_cli(gen + " --adapter " + shq((td / "run").string()));
+  ASSERT_EQ(g1.rc, 0) << g1.err;
+  EXPECT_EQ(g1.out, g2.out);
+}
+
 }  // namespace
