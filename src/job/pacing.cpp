@@ -67,7 +67,7 @@ double PacingController::step_done(double step_s, double work_units, std::option
       idle = fb_idle;
       why = (detector_.throttled() ? fmt("throttling detected (step %.2fx the cool baseline): duty cut to %.2f",
                                          detector_.slowdown(), fallback_duty_)
-                                   : fmt("no throttling (step %.2fx baseline): duty back up to %.2f",
+                                   : fmt("no throttling (step %.2fx baseline): duty %.2f",
                                          detector_.slowdown(), fallback_duty_)) +
             (sensorless_ceiling ? " [no temperature reading: pacing on throughput]" : "");
     }
