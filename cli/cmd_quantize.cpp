@@ -15,6 +15,7 @@ struct QuantizeArgs {
   std::string output;
   std::string type;
   bool quiet = false;
+  int threads = 0;
 };
 
 nlcli::Register reg_quantize(
@@ -26,10 +27,11 @@ nlcli::Register reg_quantize(
       sub.add_option("-t,--type", a->type,
                      "target type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K")
           ->required();
+      sub.add_option("--threads", a->threads, "worker threads (0: one per hardware thread)")->check(CLI::NonNegativeNumber);
       sub.add_flag("-q,--quiet", a->quiet, "print only the totals, not one line per tensor");
       return [a]() {
         const nl::QType type = nl::parse_qtype(a->type);  // throws a clear nl::Error for a bad name
-        const nl::QuantizeSummary s = nl::quantize_gguf(a->input, a->output, type);
+        const nl::QuantizeSummary s = nl::quantize_gguf(a->input, a->output, type, a->threads);
         std::cout << "quantized " << a->input << " -> " << a->output << "\n"
                   << nl::format_quantize_summary(s, !a->quiet);
         return 0;

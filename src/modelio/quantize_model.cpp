@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/thread_pool.h"
 
 namespace nl {
 
@@ -61,24 +63,43 @@ QType matrix_type_for(QType wanted, int64_t row_len, std::string* why) {
 namespace {
 
 // Converts one tensor row by row: dequantize (or copy) a source row to f32, check it,
-// quantize it into the output. Only one row of floats is held at a time.
-void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file) {
+// quantize it into the output. Each worker holds one row of floats. Rows are independent,
+// so the output does not depend on the number of threads.
+void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file,
+                  ThreadPool& pool) {
   const int64_t cols = t.ne[0];
   const int64_t rows = t.n_elements() / cols;
   const size_t in_row = qtype_row_bytes(t.type, cols);
   const size_t out_row = qtype_row_bytes(to, cols);
   if (out_row * static_cast<size_t>(rows) != dst_bytes || in_row * static_cast<size_t>(rows) != t.nbytes)
     fail(file, "tensor '" + t.name + "': internal size mismatch while quantizing");
-  std::vector<float> row(static_cast<size_t>(cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(t.type, t.data + static_cast<size_t>(r) * in_row, row.data(), cols);
-    for (int64_t c = 0; c < cols; ++c)
-      if (!std::isfinite(row[static_cast<size_t>(c)]))
-        fail(file, "tensor '" + t.name + "' has a non-finite value (" + std::to_string(row[static_cast<size_t>(c)]) +
-                       ") at row " + std::to_string(r) + ", column " + std::to_string(c),
-             "the model file is damaged; quantizing it would spread the damage over whole blocks");
-    quantize_row(to, row.data(), dst + static_cast<size_t>(r) * out_row, cols);
-  }
+
+  // Pool tasks must not throw: the first non-finite value (lowest row) is recorded and
+  // reported after the loop.
+  std::mutex mu;
+  int64_t bad_row = -1, bad_col = -1;
+  float bad_value = 0;
+  pool.parallel_ranges(rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      dequantize_row(t.type, t.data + static_cast<size_t>(r) * in_row, row.data(), cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        if (std::isfinite(row[static_cast<size_t>(c)])) continue;
+        std::lock_guard<std::mutex> lock(mu);
+        if (bad_row < 0 || r < bad_row) {
+          bad_row = r;
+          bad_col = c;
+          bad_value = row[static_cast<size_t>(c)];
+        }
+        return;
+      }
+      quantize_row(to, row.data(), dst + static_cast<size_t>(r) * out_row, cols);
+    }
+  });
+  if (bad_row >= 0)
+    fail(file, "tensor '" + t.name + "' has a non-finite value (" + std::to_string(bad_value) + ") at row " +
+                   std::to_string(bad_row) + ", column " + std::to_string(bad_col),
+         "the model file is damaged; quantizing it would spread the damage over whole blocks");
 }
 
 std::string shape_string(const std::vector<int64_t>& ne) {
@@ -95,7 +116,7 @@ std::string mib(size_t bytes) {
 
 }  // namespace
 
-QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type) {
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type, int n_threads) {
   const QTypeInfo& target = qtype_info(type);
   if (!target.supported)
     fail(std::string("type ") + target.name, "cannot quantize to this type",
@@ -107,6 +128,7 @@ QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out
   s.file_type = llama_ftype_for(type);
   s.file_bytes_in = in->file_size();
 
+  ThreadPool pool(n_threads);
   GgufWriter w;
   w.set_alignment(in->alignment());
   for (const auto& [key, value] : in->metadata()) w.set(key, value);
@@ -129,7 +151,8 @@ QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out
     const GgufTensorInfo* src = &t;  // owned by `in`, which outlives w.write()
     if (r.converted) {
       const QType to = r.to;
-      w.add_tensor(t.name, to, t.ne, [src, to, in_path](uint8_t* dst, size_t n) { convert_rows(*src, to, dst, n, in_path); });
+      w.add_tensor(t.name, to, t.ne,
+                   [src, to, in_path, &pool](uint8_t* dst, size_t n) { convert_rows(*src, to, dst, n, in_path, pool); });
     } else {
       w.add_tensor(t.name, t.type, t.ne, [src, in_path](uint8_t* dst, size_t n) {
         if (n != src->nbytes) fail(in_path, "tensor '" + src->name + "': internal size mismatch while copying");

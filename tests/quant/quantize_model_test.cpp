@@ -233,10 +233,11 @@ TEST(QuantizeModel, NonFiniteWeightsAreAnErrorAndLeaveNoFile) {
   TempDir dir;
   TinyModel m;
   m.attn_q[300] = std::nanf("");
+  m.attn_q[256 * 6 + 10] = INFINITY;  // a later row: the first bad value is the one reported
   const std::string in_path = (dir / "nan.gguf").string(), out_path = (dir / "out.gguf").string();
   m.write(in_path);
   try {
-    nl::quantize_gguf(in_path, out_path, QType::Q8_0);
+    nl::quantize_gguf(in_path, out_path, QType::Q8_0, 3);
     FAIL() << "expected an error";
   } catch (const nl::Error& e) {
     const std::string msg = e.what();
@@ -246,6 +247,18 @@ TEST(QuantizeModel, NonFiniteWeightsAreAnErrorAndLeaveNoFile) {
   }
   EXPECT_FALSE(std::filesystem::exists(out_path));
   EXPECT_FALSE(std::filesystem::exists(out_path + ".tmp"));
+}
+
+TEST(QuantizeModel, OutputDoesNotDependOnThreadCount) {
+  TempDir dir;
+  TinyModel m;
+  const std::string in_path = (dir / "tiny.gguf").string();
+  m.write(in_path);
+  for (QType t : {QType::Q4_K, QType::Q8_0}) {
+    nl::quantize_gguf(in_path, (dir / "one.gguf").string(), t, 1);
+    nl::quantize_gguf(in_path, (dir / "three.gguf").string(), t, 3);
+    EXPECT_EQ(read_text(dir / "one.gguf"), read_text(dir / "three.gguf")) << nl::qtype_name(t);
+  }
 }
 
 TEST(QuantizeModel, UnsupportedTargetTypeIsAnError) {
@@ -262,7 +275,7 @@ TEST(QuantizeCli, TinyModelEndToEnd) {
   TinyModel m;
   const std::string in_path = (dir / "tiny.gguf").string(), out_path = (dir / "out.gguf").string();
   m.write(in_path);
-  CmdResult r = run_cli("quantize " + shq(in_path) + " " + shq(out_path) + " --type q6_K");
+  CmdResult r = run_cli("quantize " + shq(in_path) + " " + shq(out_path) + " --type q6_K --threads 2");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("blk.0.attn_q.weight"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("f32 -> q6_K"), std::string::npos) << r.out;

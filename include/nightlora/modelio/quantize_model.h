@@ -55,7 +55,9 @@ struct QuantizeSummary {
 // a failure never leaves a partial output). `type` must be one we can quantize to
 // (qtype_info(type).supported). Throws nl::Error naming the file and tensor for anything
 // wrong: an unreadable input, a matrix of a type we cannot dequantize, non-finite values.
-QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type);
+// Rows are spread over `n_threads` threads (<= 0: one per hardware thread); the output is
+// the same for any number.
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type, int n_threads = 0);
 
 // A human-readable report of a summary: one line per tensor (unless per_tensor is false),
 // then the fallbacks and the totals.
