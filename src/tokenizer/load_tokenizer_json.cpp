@@ -145,6 +145,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
       t.lstrip = a.value("lstrip", false);
       t.rstrip = a.value("rstrip", false);
       t.normalized = a.value("normalized", !t.special);
+      if (t.id < 0) fail(where, "added token \"" + t.content + "\" has a negative id");
       if (a.value("single_word", false)) fail(where, "added token \"" + t.content + "\" uses single_word, which is not supported");
       spec.tokens[size_t(t.id)] = t.content;
       spec.types[size_t(t.id)] = t.special ? kTokControl : kTokUserDefined;
