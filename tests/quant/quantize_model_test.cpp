@@ -12,6 +12,7 @@
 #include "nightlora/modelio/quantize_model.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
+#include "gguf_peer.h"
 #include "test_util.h"
 
 using namespace nltest;
@@ -227,6 +228,8 @@ TEST(QuantizeModel, TinyModelQ4KFallsBackPerTensorAndSaysWhy) {
   // 256x8 f32 (8192 bytes) -> 8 rows of one 144-byte block.
   EXPECT_EQ(result_for(s, "blk.0.attn_q.weight").bytes_out, 8u * 144);
   EXPECT_LT(s.bytes_out, s.bytes_in);
+  // Someone else's parser (@huggingface/gguf) reads the same metadata and tensor infos.
+  if (!expect_gguf_matches_peer(out_path)) GTEST_SKIP() << "node or tools/js/node_modules missing: peer check skipped";
 }
 
 TEST(QuantizeModel, NonFiniteWeightsAreAnErrorAndLeaveNoFile) {
@@ -359,5 +362,6 @@ TEST(QuantizeCli, Stories260K) {
     }
     EXPECT_EQ(out->find_tensor("blk.0.attn_norm.weight")->type, QType::F32);
     EXPECT_LT(out->file_size(), in->file_size());
+    expect_gguf_matches_peer(out_path);  // no-op (logged) without node
   }
 }
