@@ -150,6 +150,13 @@ TEST(TrainCli, MessagesOnASyntheticQwenModel) {
     return std::stoll(out.substr(b + 2, p - b - 2));
   };
   EXPECT_LT(supervised(r.out), supervised(all.out));
+  // The sequence-length cap keeps the start of long examples and says so.
+  nltest::write_text(td / "long.jsonl", "{\"text\": \"Zorbo the green dragon flew over the big hill.\"}\n");
+  auto cut = run_cli("train --model " + shq(model.string()) + " --data " + shq((td / "long.jsonl").string()) +
+                     " --seq-len 8 --iters 1 --threads 1 --out " + shq((td / "cut").string()));
+  ASSERT_EQ(cut.rc, 0) << cut.err;
+  EXPECT_NE(cut.err.find("1 example(s) longer than --seq-len 8 were cut to their first 8 tokens"), std::string::npos)
+      << cut.err;
   std::vector<json> log = read_log(td / "run/log.jsonl");
   ASSERT_EQ(log.size(), 4u);
   EXPECT_LT(log.back()["loss"].get<double>(), log.front()["loss"].get<double>());
