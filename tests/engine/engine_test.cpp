@@ -2,11 +2,8 @@
 // dequantized copy of W, products in double), the scalar reference functions, thread
 // count independence, asynchronous submission, and its memory rules: resident weight
 // bytes equal the quantized size, and no allocation the size of a dequantized matrix.
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
-#include <new>
 #include <random>
 #include <vector>
 
@@ -17,24 +14,7 @@
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
-
-// ---- allocation instrumentation: the largest single allocation while armed ----
-namespace {
-std::atomic<bool> g_track{false};
-std::atomic<size_t> g_max_alloc{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (g_track.load(std::memory_order_relaxed)) {
-    size_t cur = g_max_alloc.load(std::memory_order_relaxed);
-    while (n > cur && !g_max_alloc.compare_exchange_weak(cur, n)) {
-    }
-  }
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "alloc_probe.h"
 
 namespace {
 
@@ -215,16 +195,17 @@ TEST(Engine, NeverAllocatesADequantizedMatrix) {
   auto e = nl::make_engine(mm.model, {"cpu", 3});
   std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 1), Y(static_cast<size_t>(T * rows));
   std::vector<float> dX(X.size());
-  g_max_alloc = 0;
-  g_track = true;
-  for (int rep = 0; rep < 2; ++rep) {
-    e->forward(e->handle(0, nl::Proj::Q), X.data(), T, Y.data());
-    e->input_grad(e->handle(0, nl::Proj::Q), Y.data(), T, dX.data());
+  size_t peak = 0;
+  {
+    nltest::AllocProbe probe;
+    for (int rep = 0; rep < 2; ++rep) {
+      e->forward(e->handle(0, nl::Proj::Q), X.data(), T, Y.data());
+      e->input_grad(e->handle(0, nl::Proj::Q), Y.data(), T, dX.data());
+    }
+    peak = probe.peak();
   }
-  g_track = false;
   const size_t dequantized_matrix = static_cast<size_t>(rows * cols) * sizeof(float);
-  EXPECT_LT(g_max_alloc.load(), dequantized_matrix / 16)
-      << "largest allocation during the products: " << g_max_alloc.load() << " bytes";
+  EXPECT_LT(peak, dequantized_matrix / 16) << "largest allocation during the products: " << peak << " bytes";
 }
 
 TEST(Engine, ClearErrors) {
