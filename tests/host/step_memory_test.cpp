@@ -75,7 +75,7 @@ TEST(StepMemory, TinyQuantizedModel) {
 TEST(StepMemory, Stories260K) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   auto model = nl::Model::load(path.string());
-  check_resident_during_training(*model, 1024, 8, true);
+  check_resident_during_training(*model, 640, 8, true);
 }
 
 }  // namespace
