@@ -44,9 +44,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
 
   spec.types.assign(n, kTokNormal);
   if (const GgufValue* tt = f.find("tokenizer.ggml.token_type")) {
-    if (!tt->is_array() || tt->array_size() != n)
+    if (!tt->is_array() || (tt->arr_i.size() != n && tt->arr_u.size() != n))
       fail(f.path(), "tokenizer.ggml.token_type should be an array of " + std::to_string(n) + " integers");
-    for (size_t i = 0; i < n; ++i) spec.types[i] = int32_t(tt->arr_i.empty() ? int64_t(tt->arr_u[i]) : tt->arr_i[i]);
+    for (size_t i = 0; i < n; ++i)
+      spec.types[i] = int32_t(tt->arr_i.size() == n ? tt->arr_i[i] : int64_t(tt->arr_u[i]));
   }
   if (const GgufValue* sc = f.find("tokenizer.ggml.scores")) {
     if (!sc->is_array() || sc->array_size() != n || sc->arr_f.size() != n)

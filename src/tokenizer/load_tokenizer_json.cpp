@@ -193,6 +193,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
         for (const json& t : ct)
           if (t.value("name", "") == "default") spec.chat_template = t.value("template", "");
     }
+    // Newer Hugging Face folders keep the template in its own file.
+    if (spec.chat_template.empty() && fs::exists(fs::path(dir) / "chat_template.jinja")) {
+      std::ifstream in(fs::path(dir) / "chat_template.jinja", std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      spec.chat_template = ss.str();
+    }
   } catch (const json::exception& e) {
     fail(where, std::string("unexpected structure: ") + e.what(), "is this a Hugging Face tokenizer.json?");
   }

@@ -76,6 +76,13 @@ size_t leading_ws(std::string_view s) {
   return n;
 }
 
+// The byte a "<0xXX>" token stands for, or -1 when the text is not of that form.
+int byte_token_value(const std::string& t) {
+  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' || hex(t[3]) < 0 || hex(t[4]) < 0) return -1;
+  return hex(t[3]) * 16 + hex(t[4]);
+}
+
 // A piece of input: plain text, or an added token.
 struct Segment {
   std::string_view text;
@@ -145,8 +152,8 @@ class PipelineTokenizer final : public Tokenizer {
       const std::string& t = s_.tokens[size_t(id)];
       if (s_.kind == TokenizerKind::ByteLevelBpe) {
         out += byte_level::decode(t);
-      } else if (s_.types[size_t(id)] == kTokByte && t.size() == 6) {
-        out += char(std::stoi(t.substr(3, 2), nullptr, 16));
+      } else if (int byte = byte_token_value(t); s_.types[size_t(id)] == kTokByte && byte >= 0) {
+        out += char(byte);
       } else {
         out += replace_all(t, kSpace, " ");
       }

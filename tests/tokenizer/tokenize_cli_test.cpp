@@ -80,3 +80,29 @@ TEST(TokenizerJson, UnsupportedOrBrokenFilesAreClearErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+// lstrip/rstrip added tokens absorb the whitespace beside them (as Hugging Face tokenizers'
+// AddedToken does); normalized=false tokens are matched in the raw text.
+TEST(TokenizerJson, AddedTokensHonourLstripAndRstrip) {
+  TempDir tmp;
+  auto make = [&](bool lstrip, bool rstrip) {
+    write_text(tmp / "tokenizer.json",
+               std::string("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"\xE2\x96\x81\": 1, \"<m>\": 2}, \"merges\": []},"
+                           " \"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"},"
+                           " \"added_tokens\": [{\"id\": 2, \"content\": \"<m>\", \"special\": true, \"normalized\": false,"
+                           " \"lstrip\": ") + (lstrip ? "true" : "false") + ", \"rstrip\": " + (rstrip ? "true" : "false") + "}]}");
+    return nl::Tokenizer::from_hf_dir(tmp.path.string());
+  };
+  using Ids = std::vector<int32_t>;
+  EXPECT_EQ(make(false, false)->encode("a  <m>  a", false), (Ids{0, 1, 1, 2, 1, 1, 0}));
+  EXPECT_EQ(make(true, false)->encode("a  <m>  a", false), (Ids{0, 2, 1, 1, 0}));
+  EXPECT_EQ(make(false, true)->encode("a  <m>  a", false), (Ids{0, 1, 1, 2, 0}));
+  EXPECT_EQ(make(true, true)->encode("a \t<m>\n a", false), (Ids{0, 2, 0}));
+  // With parse_special off, "<m>" is plain text: "<" is not in this vocabulary, which has no
+  // <unk>, so encoding it is an error rather than a silent special token.
+  EXPECT_THROW(make(true, true)->encode("a <m> a", false, /*parse_special=*/false), nl::Error);
+}
+
+}  // namespace

@@ -37,6 +37,16 @@ TEST(TokenizerHostile, BadGgufMetadata) {
                               {"tokenizer.ggml.token_type", V::i32_array({1, 3})}});
   EXPECT_NE(e.find("token_type"), std::string::npos) << e;
   EXPECT_NE(e.find("hostile.gguf"), std::string::npos) << e;
+  // Types of a non-integer kind.
+  e = gguf_error({{"tokenizer.ggml.model", V::str("llama")}, {"tokenizer.ggml.tokens", toks},
+                  {"tokenizer.ggml.scores", V::f32_array({0, 0, 0, 0, 0})},
+                  {"tokenizer.ggml.token_type", V::f32_array({1, 1, 1, 1, 1})}});
+  EXPECT_NE(e.find("token_type"), std::string::npos) << e;
+  // A "byte" token whose text is not <0xXX> decodes as text.
+  e = gguf_error({{"tokenizer.ggml.model", V::str("llama")}, {"tokenizer.ggml.tokens", V::str_array({"<0xZZ>", "<0x4"})},
+                  {"tokenizer.ggml.scores", V::f32_array({0, 0})}, {"tokenizer.ggml.token_type", V::i32_array({6, 6})},
+                  {"tokenizer.ggml.unknown_token_id", V::u32(0)}});
+  EXPECT_EQ(e, "");
   // Scores missing for a SentencePiece tokenizer.
   e = gguf_error({{"tokenizer.ggml.model", V::str("llama")}, {"tokenizer.ggml.tokens", toks}});
   EXPECT_NE(e.find("scores"), std::string::npos) << e;
