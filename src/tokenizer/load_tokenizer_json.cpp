@@ -174,13 +174,19 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_dir(const std::string& dir) {
         if (spec.tokens[i] == name) return int32_t(i);
       return -1;
     };
-    // BOS is added when the post-processor's template starts with it.
-    const json& pp = j.value("post_processor", json());
-    if (pp.is_object() && pp.value("type", "") == "TemplateProcessing" && pp.contains("single") &&
-        !pp["single"].empty() && pp["single"][0].contains("SpecialToken")) {
-      spec.bos = id_of(pp["single"][0]["SpecialToken"].value("id", ""));
-      spec.add_bos = spec.bos >= 0;
-    }
+    // BOS is added when the post-processor's template starts with it (the template may sit
+    // inside a Sequence, as in Llama 3.1/3.2's [ByteLevel, TemplateProcessing]).
+    std::vector<json> processors;
+    const json pp = j.value("post_processor", json());
+    if (pp.is_object() && pp.value("type", "") == "Sequence" && pp.contains("processors"))
+      for (const json& sub : pp["processors"]) processors.push_back(sub);
+    else processors.push_back(pp);
+    for (const json& proc : processors)
+      if (proc.is_object() && proc.value("type", "") == "TemplateProcessing" && proc.contains("single") &&
+          !proc["single"].empty() && proc["single"][0].contains("SpecialToken")) {
+        spec.bos = id_of(proc["single"][0]["SpecialToken"].value("id", ""));
+        spec.add_bos = spec.bos >= 0;
+      }
     if (cfg.contains("bos_token") && id_of(token_name(cfg["bos_token"])) >= 0) spec.bos = id_of(token_name(cfg["bos_token"]));
     if (cfg.contains("eos_token")) spec.eos = id_of(token_name(cfg["eos_token"]));
     if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) spec.add_bos = cfg["add_bos_token"].get<bool>();

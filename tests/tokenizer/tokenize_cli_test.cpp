@@ -106,3 +106,29 @@ TEST(TokenizerJson, AddedTokensHonourLstripAndRstrip) {
 }
 
 }  // namespace
+
+namespace {
+
+// BOS comes from the post-processor template, also inside a Sequence (Llama 3.1/3.2 style);
+// tokenizer_config.json's add_bos_token overrides it.
+TEST(TokenizerJson, BosFromTemplateProcessingAndConfig) {
+  TempDir tmp;
+  const std::string model =
+      "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"<s>\": 1}, \"merges\": []},"
+      " \"added_tokens\": [{\"id\": 1, \"content\": \"<s>\", \"special\": true}],"
+      " \"post_processor\": {\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": \"TemplateProcessing\","
+      " \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}]}]}}";
+  write_text(tmp / "tokenizer.json", model);
+  auto tok = nl::Tokenizer::from_hf_dir(tmp.path.string());
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_TRUE(tok->add_bos_default());
+  EXPECT_EQ(tok->encode("a<s>a", true), (std::vector<int32_t>{1, 0, 1, 0}));
+  EXPECT_TRUE(tok->is_special(1));
+  EXPECT_EQ(tok->decode({1, 0}, /*skip_special=*/true), "a");
+  write_text(tmp / "tokenizer_config.json", "{\"add_bos_token\": false, \"eos_token\": {\"content\": \"<s>\"}}");
+  tok = nl::Tokenizer::from_hf_dir(tmp.path.string());
+  EXPECT_FALSE(tok->add_bos_default());
+  EXPECT_EQ(tok->eos(), 1);
+}
+
+}  // namespace
