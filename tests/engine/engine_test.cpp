@@ -1,6 +1,6 @@
-// The frozen engine's cpu backend against a naive dense reference (a test-only fully
-// dequantized copy of W, products in double), the scalar reference functions, thread
-// count independence, asynchronous submission, and its memory rules: resident weight
+// The frozen engine's cpu backend (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K) against a naive
+// dense reference (a test-only fully dequantized copy of W, products in double), the
+// scalar reference functions, thread count independence, asynchronous submission, and its memory rules: resident weight
 // bytes equal the quantized size, and no allocation the size of a dequantized matrix.
 #include <cmath>
 #include <memory>
@@ -84,7 +84,7 @@ class EngineProducts : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineProducts, MatchDenseReferenceAndScalarReference) {
   const Case c = GetParam();
-  MatrixModel mm(c.type, {{c.rows, c.cols}, {32, 32}}, 7);
+  MatrixModel mm(c.type, {{c.rows, c.cols}, {32, c.cols}}, 7);
   auto engine = nl::make_engine(mm.model, {"cpu", 3});
   const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
   ASSERT_EQ(engine->rows(h), c.rows);
@@ -127,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{QType::F32, 5, 32, 1}, Case{QType::F32, 40, 96, 70}, Case{QType::F16, 17, 64, 3},
                       Case{QType::F16, 33, 288, 131}, Case{QType::Q8_0, 5, 32, 1}, Case{QType::Q8_0, 17, 64, 3},
                       Case{QType::Q8_0, 40, 96, 70}, Case{QType::Q8_0, 33, 544, 131}, Case{QType::Q4_0, 5, 32, 1},
-                      Case{QType::Q4_0, 17, 64, 3}, Case{QType::Q4_0, 40, 96, 70}, Case{QType::Q4_0, 33, 544, 131}),
+                      Case{QType::Q4_0, 17, 64, 3}, Case{QType::Q4_0, 40, 96, 70}, Case{QType::Q4_0, 33, 544, 131},
+                      Case{QType::Q4_K, 9, 512, 37}, Case{QType::Q6_K, 9, 768, 70}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return std::string(nl::qtype_name(i.param.type)) + "_" + std::to_string(i.param.rows) + "x" +
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
