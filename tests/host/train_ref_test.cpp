@@ -242,8 +242,25 @@ void TorchRef::SetUpTestSuite() {
   const fs::path shared = nltest::shared_models_dir();
   const fs::path stories = shared.empty() ? fs::path() : shared / "stories260K/stories260K.gguf";
   nlohmann::json jobs = nlohmann::json::array();
+  // Under ctest every test runs in its own process: prepare only the selected tests' cases.
+  const std::map<std::string, std::string> test_of = {
+      {"stories260K_f32", "Stories260K_F32"},
+      {"stories260K_q8_0", "Stories260K_Q8_0"},
+      {"stories260K_q4_0", "Stories260K_Q4_0"},
+      {"tiny-llama_q8_0", "TinyLlama_Q8_0_GQA_Llama3Rope"},
+      {"tiny-qwen2_f16", "TinyQwen2_F16_QkvBias_TiedHead"},
+      {"tiny-qwen3_q4_0", "TinyQwen3_Q4_0_QkNorm"},
+      {"adamw", "TwentyAdamWStepsMatch"}};
+  auto selected = [&](const std::string& name) {
+    const ::testing::TestSuite* suite = ::testing::UnitTest::GetInstance()->current_test_suite();
+    if (!suite) return true;
+    for (int i = 0; i < suite->total_test_count(); ++i)
+      if (suite->GetTestInfo(i)->name() == test_of.at(name)) return suite->GetTestInfo(i)->should_run();
+    return true;
+  };
   auto prepare = [&](const std::string& name, const std::function<OursResult(const fs::path&)>& fn,
                      bool needs_stories) {
+    if (!selected(name)) return;
     OursResult o;
     o.label = name;
     if (py.empty()) {
