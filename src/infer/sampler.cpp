@@ -26,16 +26,19 @@ std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float
   const int32_t n = static_cast<int32_t>(logits.size());
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  auto more_likely = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  // NaN logits (from a damaged model) count as -inf, so the order stays a strict weak order.
+  auto value = [&](int32_t i) { return std::isnan(logits[i]) ? -INFINITY : logits[i]; };
+  auto more_likely = [&](int32_t a, int32_t b) { return value(a) > value(b) || (value(a) == value(b) && a < b); };
   int32_t keep = opt_.top_k > 0 ? std::min(opt_.top_k, n) : n;
   std::partial_sort(order.begin(), order.begin() + keep, order.end(), more_likely);
   order.resize(static_cast<size_t>(keep));
 
   // Softmax of logits / temperature over the top-k, in double so tiny probabilities survive.
-  const double mx = logits[order[0]];
+  const double mx = value(order[0]);
+  if (std::isinf(mx)) return {{order[0], 1.0f}};  // nothing has a finite logit: no distribution to draw from
   std::vector<double> p(order.size());
   double sum = 0;
-  for (size_t i = 0; i < order.size(); ++i) sum += p[i] = std::exp((logits[order[i]] - mx) / opt_.temperature);
+  for (size_t i = 0; i < order.size(); ++i) sum += p[i] = std::exp((value(order[i]) - mx) / opt_.temperature);
 
   // Nucleus: the smallest prefix whose probability reaches top_p (at least one token).
   size_t cut = order.size();
@@ -49,6 +52,7 @@ std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float
       }
     }
   }
+  while (cut > 1 && p[cut - 1] == 0) --cut;  // tokens that cannot be drawn (e.g. -inf logits)
   double kept = 0;
   for (size_t i = 0; i < cut; ++i) kept += p[i];
   std::vector<std::pair<int32_t, float>> out(cut);

@@ -113,3 +113,21 @@ TEST(Sampler, RejectsBadOptions) {
   EXPECT_THROW(make(NAN, 0, 1), nl::Error);
   EXPECT_THROW(make(0, 0, 1).sample(std::vector<float>{}), nl::Error);
 }
+
+TEST(Sampler, NanAndInfiniteLogitsDoNotBreakSampling) {
+  const std::vector<float> l = {NAN, 1.0f, -INFINITY, 2.0f, NAN};
+  auto s = make(1, 0, 1, 9);
+  for (int i = 0; i < 100; ++i) {
+    const int32_t id = s.sample(l);
+    EXPECT_TRUE(id == 1 || id == 3) << id;
+  }
+  EXPECT_EQ(make(1, 0, 1).candidates(std::vector<float>{-INFINITY, -INFINITY}).size(), 1u);
+  EXPECT_EQ(make(1, 0, 1).sample(std::vector<float>{0.0f, INFINITY, 1.0f}), 1);
+}
+
+TEST(Sampler, ImpossibleTokensAreNotCandidates) {
+  const auto c = make(1, 0, 1).candidates(std::vector<float>{-INFINITY, 0.0f, NAN, 0.0f});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].first, 1);
+  EXPECT_EQ(c[1].first, 3);
+}
