@@ -1,6 +1,7 @@
 // Our inference against the independent PyTorch reference (tools/torch_ref/model.py, run with
 // Debian's python3-torch). All reference runs are done by one Python process in
-// SetUpTestSuite (torch is slow to start); each test then compares one model:
+// SetUpTestSuite (torch is slow to start), for the jobs the selected tests need (ctest runs
+// each test in its own process); each test then compares one model:
 //  - tinystories-656k as a Hugging Face folder (half-split RoPE layout), greedy from BOS and
 //    from a text prompt: the same tokens, and logits close at every step;
 //  - the same model after `nightlora convert --type f32` (adjacent-pair layout): the same
@@ -12,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "infer_test_util.h"
 #include "nightlora/infer/decoder.h"
@@ -45,6 +47,39 @@ struct Prepared {
 };
 
 Prepared* g = nullptr;
+
+// The reference jobs each test reads.
+const std::map<std::string, std::vector<std::string>> kJobsOfTest = {
+    {"TinyStoriesHfFromBos", {"hf_bos"}},
+    {"TinyStoriesHfFromPrompt", {"hf_prompt"}},
+    {"TinyStoriesConvertedGgufFromBos", {"gguf_bos"}},
+    {"TinyStoriesConvertedGgufFromPrompt", {"gguf_prompt"}},
+    {"HfAndConvertedGgufAgree", {"hf_bos", "hf_prompt", "gguf_bos", "gguf_prompt"}},
+    {"RopeFreqFactors", {"stories_rope_freqs"}},
+    {"Llama3RopeScaling", {"stories_llama3"}},
+    {"RopeVariantsChangeTheGreedyText", {"stories_rope_freqs", "stories_llama3"}},
+    {"StoriesQ8_0", {"stories_q8_0"}},
+    {"StoriesQ4_0", {"stories_q4_0"}},
+    {"SynthQwen2QkvBias", {"tiny-qwen2"}},
+    {"SynthQwen3QkNorm", {"tiny-qwen3"}},
+    {"SynthLlama", {"tiny-llama"}},
+};
+
+// Jobs needed by the tests of this suite that will run (after --gtest_filter).
+std::set<std::string> needed_jobs() {
+  std::set<std::string> need;
+  const auto* ut = ::testing::UnitTest::GetInstance();
+  for (int i = 0; i < ut->total_test_suite_count(); ++i) {
+    const auto* suite = ut->GetTestSuite(i);
+    if (std::string(suite->name()) != "TorchParity") continue;
+    for (int k = 0; k < suite->total_test_count(); ++k) {
+      const auto* t = suite->GetTestInfo(k);
+      auto it = kJobsOfTest.find(t->name());
+      if (t->should_run() && it != kJobsOfTest.end()) need.insert(it->second.begin(), it->second.end());
+    }
+  }
+  return need;
+}
 
 std::string ids_str(const std::vector<int32_t>& ids) {
   std::string s;
@@ -81,6 +116,8 @@ class TorchParity : public ::testing::Test {
     const fs::path stories = models / "stories260K/stories260K.gguf";
     const fs::path& tmp = g->dir->path;
 
+    const std::set<std::string> need = needed_jobs();
+    auto wanted = [&](const std::string& name) { return need.count(name) > 0; };
     std::vector<Job> jobs;
     // The text prompt is tokenized by our tokenizer; both sides then start from the same ids.
     std::vector<int32_t> story_prompt = {1, 147, 201, 282};  // fallback: "Once upon a time" ids
@@ -90,27 +127,29 @@ class TorchParity : public ::testing::Test {
     } catch (const std::exception& e) {
       g->failed_setup["hf_prompt"] = std::string("loading the HF folder failed: ") + e.what();
     }
-    jobs.push_back({"hf_bos", hf, {1}, 100, {1, 2}});
-    jobs.push_back({"hf_prompt", hf, story_prompt, 100, {1, 2}});
+    if (wanted("hf_bos")) jobs.push_back({"hf_bos", hf, {1}, 100, {1, 2}});
+    if (wanted("hf_prompt")) jobs.push_back({"hf_prompt", hf, story_prompt, 100, {1, 2}});
 
     const fs::path conv = tmp / "tinystories_f32.gguf";
-    CmdResult c = run_cli("convert " + shq(hf.string()) + " " + shq(conv.string()) + " --type f32");
-    if (c.rc == 0) {
-      jobs.push_back({"gguf_bos", conv, {1}, 100, {1, 2}});
-      jobs.push_back({"gguf_prompt", conv, story_prompt, 100, {1, 2}});
-    } else {
-      g->failed_setup["gguf_bos"] = g->failed_setup["gguf_prompt"] = "nightlora convert failed: " + c.err;
+    if (wanted("gguf_bos") || wanted("gguf_prompt")) {
+      CmdResult c = run_cli("convert " + shq(hf.string()) + " " + shq(conv.string()) + " --type f32");
+      if (c.rc == 0) {
+        jobs.push_back({"gguf_bos", conv, {1}, 100, {1, 2}});
+        jobs.push_back({"gguf_prompt", conv, story_prompt, 100, {1, 2}});
+      } else {
+        g->failed_setup["gguf_bos"] = g->failed_setup["gguf_prompt"] = "nightlora convert failed: " + c.err;
+      }
     }
 
     const fs::path freqs = tmp / "stories_rope_freqs.gguf";
-    make_stories_variant(stories, freqs, [](nl::GgufWriter& w) {
+    if (wanted("stories_rope_freqs")) make_stories_variant(stories, freqs, [](nl::GgufWriter& w) {
       static const float f[4] = {1.0f, 2.0f, 4.0f, 8.0f};  // head_dim 8: four pairs
       w.add_tensor_data("rope_freqs.weight", nl::QType::F32, {4}, f);
     });
-    jobs.push_back({"stories_rope_freqs", freqs, {1}, 60, {1, 2}});
+    if (wanted("stories_rope_freqs")) jobs.push_back({"stories_rope_freqs", freqs, {1}, 60, {1, 2}});
 
     const fs::path llama3 = tmp / "stories_llama3_scaling.gguf";
-    make_stories_variant(stories, llama3, [](nl::GgufWriter& w) {
+    if (wanted("stories_llama3")) make_stories_variant(stories, llama3, [](nl::GgufWriter& w) {
       // A short original context so the three frequency bands of the rule all occur in a
       // head_dim of 8 (wavelengths 6.3, 63, 628, 6283 against 16 and 64).
       w.set("llama.rope.scaling.type", nl::GgufValue::str("llama3"));
@@ -119,9 +158,10 @@ class TorchParity : public ::testing::Test {
       w.set("llama.rope.scaling.high_freq_factor", nl::GgufValue::f32(4.0f));
       w.set("llama.rope.scaling.original_context_length", nl::GgufValue::u32(64));
     });
-    jobs.push_back({"stories_llama3", llama3, {1}, 60, {1, 2}});
+    if (wanted("stories_llama3")) jobs.push_back({"stories_llama3", llama3, {1}, 60, {1, 2}});
 
     for (const char* type : {"q8_0", "q4_0"}) {
+      if (!wanted(std::string("stories_") + type)) continue;
       const fs::path q = tmp / (std::string("stories_") + type + ".gguf");
       CmdResult r = run_cli("quantize " + shq(stories.string()) + " " + shq(q.string()) + " --type " + type + " -q");
       const std::string name = std::string("stories_") + type;
@@ -132,6 +172,7 @@ class TorchParity : public ::testing::Test {
     }
 
     for (const char* preset : {"tiny-qwen2", "tiny-qwen3", "tiny-llama"}) {
+      if (!wanted(preset)) continue;
       const fs::path s = tmp / (std::string(preset) + ".gguf");
       CmdResult r = run_cli(std::string("synth-model --preset ") + preset + " --type f32 --seed 7 " + shq(s.string()));
       if (r.rc == 0)
@@ -140,6 +181,7 @@ class TorchParity : public ::testing::Test {
         g->failed_setup[preset] = "nightlora synth-model failed: " + r.err;
     }
 
+    if (jobs.empty()) return;
     nlohmann::json spec = nlohmann::json::array();
     for (const Job& j : jobs) {
       spec.push_back({{"model", j.model.string()}, {"ids", j.prompt}, {"n", j.n}, {"stop", j.stop}});
