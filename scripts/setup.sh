@@ -20,6 +20,10 @@ APT_PACKAGES=(
   "libopenblas0-openmp=0.3.21+ds-4"
   "g++-aarch64-linux-gnu=4:12.2.0-3"
   "qemu-user=1:7.2+dfsg-7+deb12u18+b3"
+  # arm64 cross tests (scripts/arm64.sh): GoogleTest's sources, built there for aarch64,
+  # and PCRE2 for aarch64 through Debian multiarch (the tokenizer needs it).
+  "googletest=1.12.1-0.2"
+  "libpcre2-dev:arm64=10.42-1+deb12u2"
   "nodejs"
   "npm"
 )
@@ -45,6 +49,13 @@ command -v node >/dev/null && command -v npm >/dev/null && \
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
+  # Packages for another architecture (name:arm64) need it enabled in dpkg first.
+  for spec in "${missing[@]}"; do
+    arch=${spec%%=*}; arch=${arch#*:}
+    if [ "$arch" != "${spec%%=*}" ] && ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+      $SUDO dpkg --add-architecture "$arch"
+    fi
+  done
   $SUDO apt-get update -qq
   if ! $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
     echo "setup: pinned versions not available, installing the current Debian 12 versions" >&2

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds nightlora (Release) and runs the whole test suite with ctest: unit tests, the
 # reference comparisons (PyTorch, the npm peers), the hostile-input tests under
-# ASan/UBSan. Installs what it needs first (scripts/setup.sh is quick when all is there).
+# ASan/UBSan, and the kernel-level tests cross-compiled for arm64 and run under qemu
+# (scripts/arm64.sh, ctest entries arm64.*). Installs what it needs first
+# (scripts/setup.sh is quick when all is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# arm64 first: the Release tree lists the cross-built test programs when it is configured.
+bash scripts/arm64.sh --build-only
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DNL_ARM64_TESTS=ON >/dev/null
 cmake --build build -j "$jobs" --target all test_hostile_sanitized
 cd build
 ctest --output-on-failure -j "$jobs" --timeout 1200

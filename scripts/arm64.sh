@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Keeps the arm64 (phone) path honest: cross-compiles the kernel-level test programs for
+# aarch64 with Debian's g++-aarch64-linux-gnu into build-arm64/ and runs them under
+# qemu-aarch64 (Debian's qemu-user, `-cpu max` so dotprod instructions execute).
+#
+#   scripts/arm64.sh               build, then run the tests under qemu (ctest in build-arm64)
+#   scripts/arm64.sh --build-only  build only (scripts/test.sh does this; the Release tree's
+#                                  ctest then runs the programs as arm64.* entries)
+#
+# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio"), the same
+# tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they land.
+# Missing prerequisites (not a Debian machine set up by scripts/setup.sh): a clear message
+# and exit status 0 with --build-only (the Release tree then reports the skip), 77 otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build_only=0
+[ "${1:-}" = "--build-only" ] && build_only=1
+
+build=${NL_ARM64_BUILD_DIR:-$root/build-arm64}
+dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio}
+jobs=$(nproc 2>/dev/null || echo 2)
+toolchain=$root/cmake/aarch64-linux-gnu.cmake
+
+skip() {
+  echo "arm64: SKIPPED: $1 (scripts/setup.sh installs it)" >&2
+  [ "$build_only" = 1 ] && exit 0 || exit 77
+}
+command -v aarch64-linux-gnu-g++ >/dev/null || skip "no aarch64-linux-gnu-g++ (package g++-aarch64-linux-gnu)"
+command -v qemu-aarch64 >/dev/null || skip "no qemu-aarch64 (package qemu-user)"
+[ -f /usr/src/googletest/CMakeLists.txt ] || skip "no GoogleTest sources in /usr/src/googletest (package googletest)"
+[ -f /usr/lib/aarch64-linux-gnu/pkgconfig/libpcre2-8.pc ] || skip "no aarch64 PCRE2 (package libpcre2-dev:arm64)"
+
+# GoogleTest for aarch64, from Debian's sources; built once, kept in build-arm64/.
+gtest_prefix=$build/googletest-install
+if [ ! -f "$gtest_prefix/lib/cmake/GTest/GTestConfig.cmake" ]; then
+  echo "arm64: building GoogleTest for aarch64"
+  cmake -S /usr/src/googletest -B "$build/googletest" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DBUILD_GMOCK=OFF -DINSTALL_GTEST=ON \
+    -DCMAKE_INSTALL_PREFIX="$gtest_prefix" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+  cmake --build "$build/googletest" -j "$jobs" --target install >/dev/null
+fi
+
+echo "arm64: cross-compiling tests/{${dirs// /,}} for aarch64 (-march=armv8.2-a+dotprod)"
+# Static executables need PCRE2's static library (pkg-config would name the shared one).
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" \
+  -D"pkgcfg_lib_PCRE2_pcre2-8=/usr/lib/aarch64-linux-gnu/libpcre2-8.a" \
+  -DNL_SANITIZED_TESTS=OFF -DNL_BUILD_BENCH=OFF -DNL_CROSS_TEST_DIRS="${dirs// /;}" >/dev/null
+targets=()
+for d in $dirs; do [ -d "tests/$d" ] && targets+=("test_$d"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+
+[ "$build_only" = 1 ] && exit 0
+echo "arm64: running ${targets[*]} under qemu-aarch64 -cpu max"
+cd "$build"
+ctest --output-on-failure -j "$jobs" --timeout 1200
