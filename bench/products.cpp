@@ -1,0 +1,267 @@
+// nl_bench_products: times the frozen engine's two products,
+//   forward         Y  = X · Wᵀ   (T x in  -> T x out)
+//   input gradient  dX = dY · W   (T x out -> T x in)
+// per weight type, on the distinct projection shapes of real models (from the synth
+// presets), at several token counts. Weights are random and quantized in memory into a
+// one-layer Model, so no model file is needed. For each case it prints the time, the
+// effective GFLOP/s (2·T·in·out / time), the share of this machine's measured f32 FMA peak,
+// and the input-gradient/forward time ratio next to its target (≤ 1.15).
+// Timings are the best of several repetitions (the minimum is the least disturbed by other
+// load on the machine).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/modelio/synth.h"
+#include "nightlora/quant/qtype.h"
+#include "nightlora/tokenizer/tokenizer.h"  // complete type for Model's unique_ptr<Tokenizer>
+#include "nightlora/util/error.h"
+#include "nightlora/util/thread_pool.h"
+#include "peak_kernels.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInputGradTargetRatio = 1.15;
+
+// One distinct projection shape of a model; projections sharing a shape (k and v, gate and
+// up) are timed once and listed together.
+struct Shape {
+  std::string model;
+  std::string projs;  // "k,v"
+  nl::Proj first;     // the projection whose handle is timed
+  int64_t in = 0, out = 0;
+};
+
+std::vector<Shape> distinct_shapes(const std::string& preset, const std::vector<std::string>& wanted_projs) {
+  const nl::ModelConfig& cfg = nl::find_synth_preset(preset).config;
+  std::vector<Shape> shapes;
+  for (int p = 0; p < nl::kNumProj; ++p) {
+    const nl::Proj proj = static_cast<nl::Proj>(p);
+    const std::string name = nl::proj_name(proj);
+    if (!wanted_projs.empty() && std::find(wanted_projs.begin(), wanted_projs.end(), name) == wanted_projs.end()) continue;
+    const auto [in, out] = nl::proj_shape(cfg, proj);
+    auto same = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& s) { return s.in == in && s.out == out; });
+    if (same != shapes.end()) {
+      same->projs += "," + name;
+    } else {
+      shapes.push_back({preset, name, proj, in, out});
+    }
+  }
+  return shapes;
+}
+
+// A one-layer Model holding random weights of one type, quantized in memory, with the seven
+// projections of `preset` (the engine loads all seven plus an output head).
+std::unique_ptr<nl::Model> random_one_layer_model(const std::string& preset, nl::QType type, nl::ThreadPool& pool) {
+  auto model = std::make_unique<nl::Model>();
+  model->config = nl::find_synth_preset(preset).config;
+  model->config.n_layer = 1;
+  model->source_path = "<in-memory " + preset + " " + nl::qtype_name(type) + ">";
+  model->source_format = "memory";
+  model->weights.layers.resize(1);
+  auto make = [&](const std::string& name, int64_t rows, int64_t cols, uint64_t seed) {
+    const size_t row_bytes = nl::qtype_row_bytes(type, cols);
+    auto bytes = std::shared_ptr<uint8_t[]>(new uint8_t[row_bytes * static_cast<size_t>(rows)]);
+    // Rows are generated from (seed, row), so the content does not depend on the threads.
+    pool.parallel_ranges(rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        std::mt19937_64 rng(seed * 1000003u + static_cast<uint64_t>(r));
+        std::normal_distribution<float> normal(0.0f, 0.02f);
+        for (float& v : row) v = normal(rng);
+        nl::quantize_row(type, row.data(), bytes.get() + row_bytes * static_cast<size_t>(r), cols);
+      }
+    });
+    nl::TensorView v;
+    v.name = name;
+    v.type = type;
+    v.ne = {cols, rows};
+    v.data = bytes.get();
+    v.nbytes = row_bytes * static_cast<size_t>(rows);
+    model->storage.push_back(bytes);
+    return v;
+  };
+  nl::LayerWeights& L = model->weights.layers[0];
+  for (int p = 0; p < nl::kNumProj; ++p) {
+    const nl::Proj proj = static_cast<nl::Proj>(p);
+    const auto [in, out] = nl::proj_shape(model->config, proj);
+    nl::TensorView v = make(std::string("blk.0.") + nl::proj_name(proj), out, in, static_cast<uint64_t>(p) + 1);
+    switch (proj) {
+      case nl::Proj::Q: L.wq = v; break;
+      case nl::Proj::K: L.wk = v; break;
+      case nl::Proj::V: L.wv = v; break;
+      case nl::Proj::O: L.wo = v; break;
+      case nl::Proj::Gate: L.w_gate = v; break;
+      case nl::Proj::Up: L.w_up = v; break;
+      case nl::Proj::Down: L.w_down = v; break;
+    }
+  }
+  // The output head is not benchmarked here; a small one keeps the engine's loader content.
+  model->weights.output = make("output", 256, model->config.d_model, 99);
+  model->config.vocab = 256;
+  return model;
+}
+
+struct Timing {
+  double best_s = 0;
+  int reps = 0;
+};
+
+// Best of up to `max_reps` runs after one warm-up run, stopping early once `budget_s` of
+// timed runs have passed (a slow kernel on a big shape still ends in bounded time).
+template <class F>
+Timing best_of(F&& run, int max_reps, double budget_s) {
+  run();
+  Timing t;
+  t.best_s = 1e300;
+  double spent = 0;
+  while (t.reps < max_reps && (t.reps == 0 || spent < budget_s)) {
+    const auto t0 = Clock::now();
+    run();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    t.best_s = std::min(t.best_s, s);
+    spent += s;
+    ++t.reps;
+  }
+  return t;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times the frozen engine's forward (X·Wᵀ) and input-gradient (dY·W) products per weight type "
+               "on real models' projection shapes, against this machine's measured f32 FMA peak."};
+  std::string models = "qwen2.5-0.5b,qwen2.5-1.5b,llama-3.2-1b";
+  std::string types = "q4_0,q8_0,q4_K,q6_K,f16";
+  std::string tokens = "128,256,512";
+  std::string projs;
+  std::string jsonl;
+  int threads = 0;
+  int reps = 3;
+  double budget = 1.0;
+  double peak_gflops = 0;
+  app.add_option("--models", models, "synth presets whose projection shapes are timed (comma-separated)");
+  app.add_option("--types", types, "weight types (comma-separated; any type the engine supports)");
+  app.add_option("--tokens", tokens, "token counts T (comma-separated)");
+  app.add_option("--projs", projs, "only these projections (q,k,v,o,gate,up,down; default all)");
+  app.add_option("--threads", threads, "engine threads (0: all cores)");
+  app.add_option("--reps", reps, "timed repetitions per product (best is kept)")->check(CLI::PositiveNumber);
+  app.add_option("--budget", budget, "stop repeating a product after this many seconds")->check(CLI::PositiveNumber);
+  app.add_option("--peak-gflops", peak_gflops, "f32 peak to compare with (default: measured now, 1 s)");
+  app.add_option("--jsonl", jsonl, "also write one JSON record per case to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    nl::ThreadPool pool(threads);
+    const int n_threads = pool.size();
+    std::string peak_note = "given with --peak-gflops";
+    if (peak_gflops <= 0) {
+      const nlbench::PeakFigure f = nlbench::measure_f32_fma_peak(n_threads, 1.0);
+      peak_gflops = f.per_second() / 1e9;
+      peak_note = "measured now: " + f.isa;
+    }
+    std::vector<int64_t> token_counts;
+    for (const auto& t : split_list(tokens)) {
+      const long long v = std::atoll(t.c_str());
+      if (v <= 0) nl::fail("--tokens", "'" + t + "' is not a positive token count", "e.g. --tokens 128,256,512");
+      token_counts.push_back(v);
+    }
+    std::vector<nl::QType> qtypes;
+    for (const auto& t : split_list(types)) qtypes.push_back(nl::parse_qtype(t));
+    const std::vector<std::string> proj_filter = split_list(projs);
+    for (const auto& p : proj_filter) {
+      bool known = false;
+      for (int i = 0; i < nl::kNumProj; ++i) known |= p == nl::proj_name(static_cast<nl::Proj>(i));
+      if (!known) nl::fail("--projs", "unknown projection '" + p + "'", "use q,k,v,o,gate,up,down");
+    }
+    std::ofstream json_out;
+    if (!jsonl.empty()) {
+      json_out.open(jsonl);
+      if (!json_out) nl::fail(jsonl, "cannot open for writing", "check the folder exists and is writable");
+    }
+
+    std::printf("threads: %d; f32 FMA peak: %.1f GFLOP/s (%s)\n", n_threads, peak_gflops, peak_note.c_str());
+    std::printf("targets: dX/fwd time ratio <= %.2f for every shape and type; f32 mode >= 60%% of peak on large "
+                "projections; int8-mode Q4_0 >= 1.5x PyTorch f32 (see run_products.sh)\n\n",
+                kInputGradTargetRatio);
+    std::printf("| model | proj | out x in | type | T | fwd ms | fwd GFLOP/s | fwd %% peak | dX ms | dX GFLOP/s | "
+                "dX %% peak | dX/fwd (target <= %.2f) |\n",
+                kInputGradTargetRatio);
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+
+    for (const auto& preset : split_list(models)) {
+      const std::vector<Shape> shapes = distinct_shapes(preset, proj_filter);
+      if (shapes.empty()) continue;
+      for (nl::QType type : qtypes) {
+        const auto model = random_one_layer_model(preset, type, pool);
+        nl::EngineOptions eo;
+        eo.threads = n_threads;
+        const auto engine = nl::make_engine(*model, eo);
+        for (const Shape& s : shapes) {
+          const nl::WeightHandle h = engine->handle(0, s.first);
+          for (int64_t T : token_counts) {
+            std::vector<float> X(static_cast<size_t>(T * s.in)), Y(static_cast<size_t>(T * s.out));
+            std::mt19937 rng(static_cast<uint32_t>(T));
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            for (float& v : X) v = normal(rng);
+            for (float& v : Y) v = normal(rng);
+            std::vector<float> out_f(Y.size()), out_g(X.size());
+            const Timing f = best_of([&] { engine->forward(h, X.data(), T, out_f.data()); }, reps, budget);
+            const Timing g = best_of([&] { engine->input_grad(h, Y.data(), T, out_g.data()); }, reps, budget);
+            const double flop = 2.0 * static_cast<double>(T) * static_cast<double>(s.in) * static_cast<double>(s.out);
+            const double gf = flop / f.best_s / 1e9, gg = flop / g.best_s / 1e9, ratio = g.best_s / f.best_s;
+            std::printf("| %s | %s | %lld x %lld | %s | %lld | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f%% | %.2f %s |\n",
+                        preset.c_str(), s.projs.c_str(), static_cast<long long>(s.out), static_cast<long long>(s.in),
+                        nl::qtype_name(type), static_cast<long long>(T), f.best_s * 1e3, gf, 100 * gf / peak_gflops,
+                        g.best_s * 1e3, gg, 100 * gg / peak_gflops, ratio,
+                        ratio <= kInputGradTargetRatio ? "ok" : "MISSED");
+            std::fflush(stdout);
+            if (json_out) {
+              json_out << "{\"model\":\"" << json_escape(preset) << "\",\"projs\":\"" << s.projs << "\",\"out\":" << s.out
+                       << ",\"in\":" << s.in << ",\"type\":\"" << nl::qtype_name(type) << "\",\"T\":" << T
+                       << ",\"threads\":" << n_threads << ",\"fwd_s\":" << f.best_s << ",\"dx_s\":" << g.best_s
+                       << ",\"fwd_gflops\":" << gf << ",\"dx_gflops\":" << gg << ",\"peak_gflops\":" << peak_gflops
+                       << "}\n";
+              json_out.flush();
+            }
+          }
+        }
+      }
+    }
+  } catch (const nl::Error& e) {
+    std::fprintf(stderr, "nl_bench_products: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
