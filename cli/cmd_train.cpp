@@ -4,7 +4,16 @@
 // log.jsonl (one JSON object per step and per validation, written as training goes) and,
 // at the end, the adapter in both formats: adapter_model.safetensors + adapter_config.json
 // (PEFT) and adapter.gguf (llama.cpp LoRA).
+//
+// The run is resumable: DIR/checkpoints/ receives checkpoints (every --save-every steps, every
+// --save-every-sec seconds, on SIGINT/SIGTERM, at the end; the newest --keep kept). Running the
+// same command again in the same DIR (or with --resume) continues from the newest good one,
+// and ends with the same bytes as a run that was never interrupted.
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <sstream>
 
 #include <cstdio>
 #include <filesystem>
@@ -16,8 +25,12 @@
 #include "command.h"
 #include "nightlora/data/dataset.h"
 #include "nightlora/host/adapter_io.h"
+#include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/trainer.h"
+#include "nightlora/job/atomic_file.h"
+#include "nightlora/job/checkpoint_store.h"
+#include "nightlora/job/stop_signals.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
@@ -48,7 +61,42 @@ struct TrainArgs {
   int64_t val_every = 0;
   double weight_decay = 0.0;
   double clip = 1.0;
+  // Checkpoints and resume.
+  int64_t save_every = 50;
+  double save_every_sec = 300;
+  int keep = 3;
+  bool resume = false;
+  int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in this session
 };
+
+// What must match for a checkpoint to be resumed: everything that shapes the trajectory.
+// Threads are left out (results do not depend on them), as are validation and logging options.
+nlohmann::json run_identity(const TrainArgs& a) {
+  nlohmann::json cfg = {{"lr", a.lr},           {"schedule", a.schedule},         {"warmup", a.warmup},
+                        {"epochs", a.epochs},   {"iters", a.iters},               {"batch", a.batch},
+                        {"grad-accum", a.grad_accum}, {"clip", a.clip},           {"seed", a.seed},
+                        {"weight-decay", a.weight_decay}, {"rank", a.rank},       {"alpha", a.alpha},
+                        {"dropout", a.dropout}, {"targets", a.targets},           {"lora-seed", a.lora_seed},
+                        {"seq-len", a.seq_len}, {"train-on", a.train_on},         {"chat-format", a.chat_format},
+                        {"adapter", a.adapter.empty() ? std::string() : nl::fingerprint_path(a.adapter)}};
+  return {{"model", nl::fingerprint_path(a.model)}, {"data", nl::fingerprint_path(a.data)}, {"config", cfg}};
+}
+
+// On resume, the log keeps only what the checkpoint covers: steps logged after it (by a
+// session killed before its next checkpoint) are run again and logged again. A line cut by
+// the kill is dropped too.
+void trim_log(const fs::path& log_path, int64_t step) {
+  std::error_code ec;
+  if (!fs::exists(log_path, ec)) return;
+  std::istringstream in(nl::read_file(log_path.string()));
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object()) continue;
+    if (row.value("step", int64_t{0}) <= step) kept += line + "\n";
+  }
+  nl::write_file_atomic(log_path.string(), kept);
+}
 
 std::string hms(double s) {
   long t = static_cast<long>(s + 0.5);
@@ -120,6 +168,7 @@ int run_train(const TrainArgs& a) {
               static_cast<long long>(adapter.cfg.rank), adapter.cfg.alpha, adapter.cfg.dropout,
               adapter.cfg.targets_string().c_str(), static_cast<long long>(adapter.n_params()));
 
+  const nlohmann::json identity = run_identity(a);
   nl::Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
   std::printf("training: %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
               static_cast<long long>(trainer.total_steps()), static_cast<long long>(trainer.steps_per_epoch()),
@@ -131,12 +180,46 @@ int run_train(const TrainArgs& a) {
   fs::create_directories(a.out, ec);
   if (ec) nl::fail(a.out, "cannot create the output folder: " + ec.message());
   const fs::path log_path = fs::path(a.out) / "log.jsonl";
-  std::ofstream log(log_path, std::ios::trunc);
+  nl::CheckpointStore store((fs::path(a.out) / "checkpoints").string(), a.keep);
+  std::optional<nl::LoadedCheckpoint> loaded = store.load_latest();
+  int64_t tokens_before = 0;
+  double elapsed_before = 0;
+  if (loaded) {
+    for (const std::string& s : loaded->skipped)
+      std::cerr << "nightlora: warning: damaged checkpoint skipped: " << s << "\n";
+    nl::Checkpoint ck = nl::decode_checkpoint(loaded->payload, loaded->path);
+    nl::check_identity(ck.meta.identity, identity, loaded->path);
+    elapsed_before = ck.meta.progress.value("elapsed_s", 0.0);
+    trainer.resume(ck.state, elapsed_before);
+    tokens_before = ck.meta.progress.value("tokens", int64_t{0});
+    std::printf("resuming from %s: step %lld/%lld\n", loaded->path.c_str(), static_cast<long long>(ck.state.step),
+                static_cast<long long>(trainer.total_steps()));
+    trim_log(log_path, ck.state.step);
+  } else if (a.resume) {
+    nl::fail(store.dir(), "--resume was given but there is no checkpoint to resume from",
+             "run without --resume to start a new run in this folder");
+  }
+  std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
   if (!log) nl::fail(log_path.string(), "cannot write the training log");
+
+  // Progress figures that go into each checkpoint (not part of the trajectory).
+  double elapsed_s = elapsed_before;
+  int64_t tokens_total = tokens_before;
+  int64_t last_saved = trainer.steps_done();
+  auto save = [&](const nl::TrainState& st) {
+    nl::Checkpoint ck;
+    ck.meta.identity = identity;
+    ck.meta.progress = {{"elapsed_s", elapsed_s}, {"tokens", tokens_total}};
+    ck.state = st;
+    store.save(st.step, nl::encode_checkpoint(ck));
+    last_saved = st.step;
+  };
 
   const bool live = isatty(fileno(stdout));
   bool line_open = false;
   auto on_step = [&](const nl::StepReport& r) {
+    elapsed_s = r.elapsed_s;
+    tokens_total += r.tokens;
     log << nl::step_json(r) << "\n";
     log.flush();
     char buf[256];
@@ -160,8 +243,37 @@ int run_train(const TrainArgs& a) {
                 static_cast<long long>(r.supervised));
     std::fflush(stdout);
   };
-  nl::LoraAdapter trained = trainer.run(on_step, on_val);
+  nl::StopSignals stop;
+  using clock = std::chrono::steady_clock;
+  auto last_save_time = clock::now();
+  const int64_t session_first = trainer.steps_done();
+  std::string stop_reason;
+  auto at_boundary = [&](int64_t done, const std::function<nl::TrainState()>& snapshot) {
+    if (stop.requested()) stop_reason = stop.signal() == SIGINT ? "SIGINT" : "SIGTERM";
+    else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
+    const bool by_steps = a.save_every > 0 && done % a.save_every == 0;
+    const bool by_time = a.save_every_sec > 0 &&
+                         std::chrono::duration<double>(clock::now() - last_save_time).count() >= a.save_every_sec;
+    if ((by_steps || by_time || !stop_reason.empty()) && done < trainer.total_steps()) {
+      save(snapshot());
+      last_save_time = clock::now();
+    }
+    return stop_reason.empty();
+  };
+  nl::LoraAdapter trained = trainer.run(on_step, on_val, at_boundary);
   if (line_open) std::printf("\n");
+  if (!trainer.finished()) {
+    std::printf("stopped at step %lld/%lld (%s); checkpoint saved in %s: run the same command again to continue\n",
+                static_cast<long long>(trainer.steps_done()), static_cast<long long>(trainer.total_steps()),
+                stop_reason.c_str(), store.dir().c_str());
+    std::fflush(stdout);
+    if (stop.signal() == SIGINT) return 130;
+    if (stop.signal() == SIGTERM) return 143;
+    return 0;
+  }
+  // The final state is a checkpoint too: it holds the optimizer state, and a re-run of a
+  // finished command finds it and only rewrites the adapter files.
+  if (last_saved != trainer.steps_done()) save(trainer.state());
 
   nl::save_adapter_peft(trained, *model, a.out);
   const fs::path gguf_path = fs::path(a.out) / "adapter.gguf";
@@ -204,6 +316,16 @@ nlcli::Register reg_train(
           ->capture_default_str();
       sub.add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
       sub.add_option("--clip", a->clip, "global gradient-norm clipping (0: off)")->capture_default_str();
+      sub.add_option("--save-every", a->save_every, "checkpoint every N steps (0: off)")->capture_default_str()
+          ->check(CLI::NonNegativeNumber);
+      sub.add_option("--save-every-sec", a->save_every_sec, "checkpoint every S seconds (0: off)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
+      sub.add_option("--keep", a->keep, "checkpoints kept (the newest)")->capture_default_str()->check(CLI::Range(1, 1000));
+      sub.add_flag("--resume", a->resume,
+                   "continue from the newest checkpoint in --out (also done without it when one exists); "
+                   "fails when there is none");
+      sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
       return [a]() { return run_train(*a); };
     });
 

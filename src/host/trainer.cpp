@@ -21,10 +21,14 @@ struct Trainer::Impl {
   std::unique_ptr<TrainStep> step;
   DataOrder order;
   std::vector<Batch> val_batches;
+  AdamW opt;
+  int64_t steps_done = 0;
+  int64_t data_pos = 0;  // position in the data stream (examples consumed)
+  double elapsed_before_s = 0;
 
   Impl(const Model& m, const Dataset& t, const Dataset* v, const TrainConfig& c, LoraAdapter a)
       : model(m), train(t), valid(v), cfg(c), adapter(std::move(a)),
-        order(static_cast<int64_t>(t.examples.size()), c.seed) {
+        order(static_cast<int64_t>(t.examples.size()), c.seed), opt(adapter, c.adamw) {
     EngineOptions eo;
     eo.threads = cfg.threads;
     engine = make_engine(model, eo);
@@ -69,18 +73,67 @@ ValReport Trainer::validate(const LoraAdapter& adapter, int64_t step) {
   return v;
 }
 
+namespace {
+bool same_shapes(const LoraAdapter& a, const LoraAdapter& b) {
+  if (a.n_layer != b.n_layer || a.pairs.size() != b.pairs.size() || a.cfg.rank != b.cfg.rank) return false;
+  for (size_t i = 0; i < a.pairs.size(); ++i) {
+    const LoraPair &p = a.pairs[i], &q = b.pairs[i];
+    if (p.enabled != q.enabled || p.in != q.in || p.out != q.out || p.A.size() != q.A.size() || p.B.size() != q.B.size())
+      return false;
+  }
+  return true;
+}
+}  // namespace
+
+void Trainer::resume(const TrainState& st, double elapsed_before_s) {
+  Impl& I = *impl_;
+  LoraAdapter expect = LoraAdapter::init(I.model.config, st.adapter.cfg);
+  if (!same_shapes(st.adapter, expect) || !same_shapes(st.adam_m, expect) || !same_shapes(st.adam_v, expect))
+    fail("checkpoint", "the saved adapter's shapes do not match this model", "resume with the model it was trained on");
+  if (st.step > total_)
+    fail("checkpoint", "it is at step " + std::to_string(st.step) + " but this run has only " + std::to_string(total_) +
+                           " steps", "resume with the original --iters/--epochs");
+  I.adapter = st.adapter;
+  I.opt = AdamW(I.adapter, I.cfg.adamw);
+  I.opt.restore(st.adam_m, st.adam_v, st.adam_t);
+  I.steps_done = st.step;
+  I.data_pos = st.data_pos;
+  I.elapsed_before_s = elapsed_before_s;
+}
+
+TrainState Trainer::state() const {
+  const Impl& I = *impl_;
+  TrainState st;
+  st.step = I.steps_done;
+  st.data_pos = I.data_pos;
+  st.adapter = I.adapter;
+  st.adam_m = I.opt.first_moment();
+  st.adam_v = I.opt.second_moment();
+  st.adam_t = I.opt.steps_taken();
+  return st;
+}
+
+int64_t Trainer::steps_done() const { return impl_->steps_done; }
+
 LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
                          const std::function<void(const ValReport&)>& on_val) {
+  return run(on_step, on_val, Boundary{});
+}
+
+LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
+                         const std::function<void(const ValReport&)>& on_val, const Boundary& at_boundary) {
   Impl& I = *impl_;
   const TrainConfig& c = I.cfg;
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   LrSchedule sched{c.schedule, c.lr, 0.0, c.warmup, total_};
-  AdamW opt(I.adapter, c.adamw);
+  AdamW& opt = I.opt;
   LoraAdapter grads = I.adapter.zeros_like();
-  if (I.valid && on_val) on_val(validate(I.adapter, 0));
-  int64_t pos = 0;  // position in the data stream (examples consumed)
-  for (int64_t s = 0; s < total_; ++s) {
+  if (I.valid && on_val && I.steps_done == 0) on_val(validate(I.adapter, 0));
+  int64_t& pos = I.data_pos;
+  const int64_t first = I.steps_done;
+  const std::function<TrainState()> snapshot = [this] { return state(); };
+  for (int64_t s = first; s < total_; ++s) {
     const auto t0 = clock::now();
     // Draw this step's micro-batches first: the loss scale needs their total supervised count.
     std::vector<Batch> micro;
@@ -118,13 +171,16 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     rep.supervised = n_sup;
     double dt = std::chrono::duration<double>(t1 - t0).count();
     rep.tokens_per_s = dt > 0 ? static_cast<double>(n_tok) / dt : 0.0;
-    rep.elapsed_s = std::chrono::duration<double>(t1 - t_start).count();
-    rep.eta_s = rep.elapsed_s / static_cast<double>(s + 1) * static_cast<double>(total_ - s - 1);
+    const double session_s = std::chrono::duration<double>(t1 - t_start).count();
+    rep.elapsed_s = I.elapsed_before_s + session_s;
+    rep.eta_s = session_s / static_cast<double>(s + 1 - first) * static_cast<double>(total_ - s - 1);
     rep.epoch = I.order.epoch_of(pos - 1);
     if (on_step) on_step(rep);
     bool last = s + 1 == total_;
     if (I.valid && on_val && (last || (c.val_every > 0 && (s + 1) % c.val_every == 0)))
       on_val(validate(I.adapter, s + 1));
+    I.steps_done = s + 1;
+    if (at_boundary && !at_boundary(s + 1, snapshot)) break;
   }
   return I.adapter;
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "nightlora/data/dataset.h"
+#include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/optimizer.h"
 #include "nightlora/host/schedule.h"
@@ -68,6 +69,25 @@ class Trainer {
   // Runs every step; returns the trained adapter.
   LoraAdapter run(const std::function<void(const StepReport&)>& on_step,
                   const std::function<void(const ValReport&)>& on_val);
+
+  // Called at each step boundary, after the step's report and validation, with the number of
+  // steps done and a way to take the full state (a copy; taken only when wanted, e.g. for a
+  // checkpoint). Returning false stops the run there (a stop request, a budget, a pause...).
+  using Boundary = std::function<bool(int64_t steps_done, const std::function<TrainState()>& snapshot)>;
+  // As above, asking `at_boundary` after every step. Returns the adapter as it is when the run
+  // ends or stops; finished() tells which.
+  LoraAdapter run(const std::function<void(const StepReport&)>& on_step,
+                  const std::function<void(const ValReport&)>& on_val, const Boundary& at_boundary);
+
+  // Continues from a checkpoint's state instead of the adapter given to the constructor (call
+  // before run). The state's shapes must match the model; elapsed_before_s (wall time of the
+  // earlier sessions) keeps StepReport::elapsed_s counting across restarts. The validation at
+  // step 0 is not repeated.
+  void resume(const TrainState& state, double elapsed_before_s = 0);
+  // The full state now: adapter, optimizer moments, step and data cursor.
+  TrainState state() const;
+  int64_t steps_done() const;
+  bool finished() const { return steps_done() >= total_; }
 
   // Validation loss of `adapter` (no dropout, no gradients). Requires a validation set.
   ValReport validate(const LoraAdapter& adapter, int64_t step);

@@ -1,0 +1,72 @@
+// What a training checkpoint holds, and its byte format.
+//
+// Everything needed to continue a run exactly, so that a resumed run ends with an adapter and
+// optimizer state byte-identical to an uninterrupted one:
+//   - the adapter (A and B of every enabled pair) and AdamW's moments and step count;
+//   - the number of optimizer steps done, which is also the schedule position;
+//   - the data cursor: examples consumed from the data order stream. The order itself is a pure
+//     function of (number of examples, seed, position) (see DataOrder), and so is the epoch;
+//   - the RNG streams: LoRA dropout masks are counter-based, drawn from hash(seed, step,
+//     micro-batch), so (seed, step) restores them; there is no other random state in a step;
+//   - the run's identity: a fingerprint of the base model and of the training data, and the
+//     configuration that shapes the trajectory (learning rate, schedule, batch, seeds, LoRA
+//     settings...). A checkpoint of another model, data set or configuration is refused.
+//   - progress figures that are not part of the trajectory (wall time and tokens so far), so
+//     the log and the report continue across restarts.
+//
+// Payload layout (the CheckpointStore adds the checksum footer and writes it atomically):
+//   "NLTRAIN1" | u64 LE header length | header JSON | exact state (encode_train_state).
+// The exact state is kept apart from the JSON header so tests (and users) can compare the
+// trajectory part of two checkpoints byte for byte; it holds no time or host-dependent data.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "nightlora/host/lora.h"
+
+namespace nl {
+
+struct TrainState {
+  int64_t step = 0;      // optimizer updates done (= schedule position)
+  int64_t data_pos = 0;  // examples consumed from the data order stream
+  LoraAdapter adapter;
+  LoraAdapter adam_m, adam_v;  // AdamW first and second moments (same shapes as adapter)
+  int64_t adam_t = 0;          // AdamW's bias-correction step count
+};
+
+struct CheckpointMeta {
+  nlohmann::json identity;  // {"model": fingerprint, "data": fingerprint, "config": {...}}: must match to resume
+  nlohmann::json progress;  // {"elapsed_s": ..., "tokens": ...}: informative, not checked
+};
+
+struct Checkpoint {
+  CheckpointMeta meta;
+  TrainState state;
+};
+
+// The trajectory part, little-endian, fixed order: step, data_pos, adam_t, LoRA config, then
+// per pair its shape and A, B, m.A, m.B, v.A, v.B.
+std::string encode_train_state(const TrainState& s);
+// `where` names the file in error messages. Throws nl::Error on malformed bytes.
+TrainState decode_train_state(std::string_view bytes, const std::string& where);
+
+std::string encode_checkpoint(const Checkpoint& c);
+Checkpoint decode_checkpoint(std::string_view payload, const std::string& where);
+// Just the trajectory bytes of an encoded checkpoint (for byte-for-byte comparisons).
+std::string_view checkpoint_state_bytes(std::string_view payload, const std::string& where);
+
+// A fingerprint of a model or data path (a file, or a folder's top-level files), cheap even
+// for multi-GB models: for each file its size (and name, in a folder), the 64-bit FNV-1a hash of its first 4 MiB
+// (a GGUF's header and tensor table, a safetensors header) and of 32 evenly spaced 64 KiB
+// samples after that. Modification times are deliberately not used: copying a model elsewhere keeps it
+// the same model. Throws nl::Error when the path cannot be read.
+std::string fingerprint_path(const std::string& path);
+
+// Throws nl::Error naming every differing identity field, when `saved` (from the checkpoint
+// at `where`) does not match `current`; the hint says how to start a new run instead.
+void check_identity(const nlohmann::json& saved, const nlohmann::json& current, const std::string& where);
+
+}  // namespace nl

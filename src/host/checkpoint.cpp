@@ -1,0 +1,278 @@
+#include "nightlora/host/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr char kMagic[8] = {'N', 'L', 'T', 'R', 'A', 'I', 'N', '1'};
+constexpr int64_t kMaxDim = int64_t{1} << 31;  // products of two stay far from overflow  // sanity bound on a stored dimension
+
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void put_floats(std::string& out, const std::vector<float>& v) {
+  put_u64(out, v.size());
+  // Floats are stored as their IEEE-754 bits, little-endian, so the bytes are the values.
+  for (float f : v) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((b >> (8 * i)) & 0xff));
+  }
+}
+
+// Reads the trajectory bytes in order, failing with the byte offset on anything malformed.
+struct Reader {
+  std::string_view b;
+  const std::string& where;
+  size_t pos = 0;
+
+  [[noreturn]] void bad(const std::string& what) const {
+    fail(where + " (byte " + std::to_string(pos) + ")", "malformed checkpoint: " + what,
+         "the file is damaged or from another nightlora version; the previous checkpoint is used when there is one");
+  }
+  uint64_t u64() {
+    if (b.size() - pos < 8) bad("ends early");
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(b[pos + i])) << (8 * i);
+    pos += 8;
+    return v;
+  }
+  int64_t dim(const char* what) {
+    uint64_t v = u64();
+    if (v > static_cast<uint64_t>(kMaxDim)) bad(std::string(what) + " out of range");
+    return static_cast<int64_t>(v);
+  }
+  std::vector<float> floats(size_t expect, const char* what) {
+    uint64_t n = u64();
+    if (n != expect) bad(std::string(what) + ": " + std::to_string(n) + " values, expected " + std::to_string(expect));
+    if ((b.size() - pos) / 4 < n) bad(std::string(what) + " ends early");
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t w = 0;
+      for (int k = 0; k < 4; ++k) w |= static_cast<uint32_t>(static_cast<unsigned char>(b[pos + 4 * i + k])) << (8 * k);
+      std::memcpy(&v[i], &w, 4);
+    }
+    pos += 4 * n;
+    return v;
+  }
+};
+
+void put_pair_shapes(std::string& out, const LoraPair& p) {
+  put_u64(out, p.enabled ? 1 : 0);
+  put_u64(out, static_cast<uint64_t>(p.in));
+  put_u64(out, static_cast<uint64_t>(p.out));
+}
+
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// FNV-1a, 64-bit: a fingerprint, not a security measure (nobody forges a model to resume).
+uint64_t fnv1a(const char* p, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ull;
+  return h;
+}
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+// `name` is part of a folder member's fingerprint (which file is which), not of a single file's
+// (a renamed or copied model is the same model).
+std::string fingerprint_file(const fs::path& p, bool with_name) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail(p.string(), "cannot read it to fingerprint the run", "check the path and its permissions");
+  std::error_code ec;
+  const uint64_t size = fs::file_size(p, ec);
+  if (ec) fail(p.string(), "cannot get its size: " + ec.message());
+  auto hash_range = [&](uint64_t off, uint64_t n, uint64_t h) {
+    std::vector<char> buf(static_cast<size_t>(n));
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(off));
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    if (static_cast<uint64_t>(in.gcount()) != n) fail(p.string(), "read failed while fingerprinting");
+    return fnv1a(buf.data(), buf.size(), h);
+  };
+  const uint64_t head = std::min<uint64_t>(size, 4ull << 20);
+  const uint64_t head_hash = hash_range(0, head, kFnvBasis);
+  uint64_t sample_hash = kFnvBasis;
+  const uint64_t chunk = 64ull << 10;
+  if (size > head) {
+    for (int i = 0; i < 32; ++i) {
+      uint64_t off = head + (size - head) * static_cast<uint64_t>(i) / 32;
+      sample_hash = hash_range(off, std::min(chunk, size - off), sample_hash);
+    }
+  }
+  return (with_name ? p.filename().string() + ":" : std::string()) + std::to_string(size) + ":" + hex64(head_hash) + ":" + hex64(sample_hash);
+}
+
+}  // namespace
+
+std::string encode_train_state(const TrainState& s) {
+  std::string out;
+  put_u64(out, static_cast<uint64_t>(s.step));
+  put_u64(out, static_cast<uint64_t>(s.data_pos));
+  put_u64(out, static_cast<uint64_t>(s.adam_t));
+  const LoraAdapter& a = s.adapter;
+  put_u64(out, static_cast<uint64_t>(a.cfg.rank));
+  uint32_t alpha_bits, dropout_bits;
+  std::memcpy(&alpha_bits, &a.cfg.alpha, 4);
+  std::memcpy(&dropout_bits, &a.cfg.dropout, 4);
+  put_u64(out, alpha_bits);
+  put_u64(out, dropout_bits);
+  uint64_t targets = 0;
+  for (int i = 0; i < kNumProj; ++i) targets |= (a.cfg.targets[i] ? 1ull : 0ull) << i;
+  put_u64(out, targets);
+  put_u64(out, a.cfg.seed);
+  put_u64(out, static_cast<uint64_t>(a.n_layer));
+  put_u64(out, a.pairs.size());
+  if (s.adam_m.pairs.size() != a.pairs.size() || s.adam_v.pairs.size() != a.pairs.size())
+    fail("checkpoint", "internal: optimizer moments do not match the adapter");
+  for (size_t i = 0; i < a.pairs.size(); ++i) {
+    const LoraPair& p = a.pairs[i];
+    put_pair_shapes(out, p);
+    put_floats(out, p.A);
+    put_floats(out, p.B);
+    put_floats(out, s.adam_m.pairs[i].A);
+    put_floats(out, s.adam_m.pairs[i].B);
+    put_floats(out, s.adam_v.pairs[i].A);
+    put_floats(out, s.adam_v.pairs[i].B);
+  }
+  return out;
+}
+
+TrainState decode_train_state(std::string_view bytes, const std::string& where) {
+  Reader r{bytes, where};
+  TrainState s;
+  s.step = static_cast<int64_t>(r.u64());
+  s.data_pos = static_cast<int64_t>(r.u64());
+  s.adam_t = static_cast<int64_t>(r.u64());
+  if (s.step < 0 || s.data_pos < 0 || s.adam_t < 0) r.bad("negative counter");
+  LoraConfig cfg;
+  cfg.rank = r.dim("rank");
+  uint32_t alpha_bits = static_cast<uint32_t>(r.u64()), dropout_bits = static_cast<uint32_t>(r.u64());
+  std::memcpy(&cfg.alpha, &alpha_bits, 4);
+  std::memcpy(&cfg.dropout, &dropout_bits, 4);
+  uint64_t targets = r.u64();
+  for (int i = 0; i < kNumProj; ++i) cfg.targets[i] = (targets >> i) & 1;
+  cfg.seed = r.u64();
+  const int64_t n_layer = r.dim("layer count");
+  const uint64_t n_pairs = r.u64();
+  if (n_pairs != static_cast<uint64_t>(n_layer) * kNumProj) r.bad("pair count does not match the layer count");
+  s.adapter.cfg = cfg;
+  s.adapter.n_layer = n_layer;
+  s.adapter.pairs.resize(n_pairs);
+  s.adam_m = s.adapter;
+  s.adam_v = s.adapter;
+  for (size_t i = 0; i < n_pairs; ++i) {
+    LoraPair shape;
+    shape.enabled = r.u64() != 0;
+    shape.in = r.dim("pair input size");
+    shape.out = r.dim("pair output size");
+    const size_t na = shape.enabled ? static_cast<size_t>(cfg.rank * shape.in) : 0;
+    const size_t nb = shape.enabled ? static_cast<size_t>(shape.out * cfg.rank) : 0;
+    LoraPair* dst[3] = {&s.adapter.pairs[i], &s.adam_m.pairs[i], &s.adam_v.pairs[i]};
+    for (LoraPair* d : dst) {
+      d->enabled = shape.enabled;
+      d->in = shape.in;
+      d->out = shape.out;
+      d->A = r.floats(na, "A");
+      d->B = r.floats(nb, "B");
+    }
+  }
+  if (r.pos != bytes.size()) r.bad(std::to_string(bytes.size() - r.pos) + " unexpected bytes at the end");
+  return s;
+}
+
+std::string encode_checkpoint(const Checkpoint& c) {
+  nlohmann::json header = {{"format", "nightlora-train-checkpoint"}, {"version", 1},
+                           {"identity", c.meta.identity}, {"progress", c.meta.progress}};
+  const std::string h = header.dump();
+  std::string out(kMagic, sizeof kMagic);
+  put_u64(out, h.size());
+  out += h;
+  out += encode_train_state(c.state);
+  return out;
+}
+
+namespace {
+// Splits a payload into header JSON text and state bytes.
+std::pair<std::string_view, std::string_view> split_payload(std::string_view p, const std::string& where) {
+  auto bad = [&](const std::string& what) -> void {
+    fail(where, "not a training checkpoint: " + what, "the file is damaged or not written by `nightlora train`");
+  };
+  if (p.size() < 16 || std::memcmp(p.data(), kMagic, 8) != 0) bad("wrong magic");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(p[8 + i])) << (8 * i);
+  if (n > p.size() - 16) bad("header length " + std::to_string(n) + " exceeds the file");
+  return {p.substr(16, n), p.substr(16 + n)};
+}
+}  // namespace
+
+std::string_view checkpoint_state_bytes(std::string_view payload, const std::string& where) {
+  return split_payload(payload, where).second;
+}
+
+Checkpoint decode_checkpoint(std::string_view payload, const std::string& where) {
+  auto [htext, state] = split_payload(payload, where);
+  nlohmann::json h = nlohmann::json::parse(htext, nullptr, false);
+  if (h.is_discarded() || !h.is_object() || h.value("format", "") != "nightlora-train-checkpoint")
+    fail(where, "the checkpoint header is not valid JSON of a nightlora training checkpoint",
+         "the file is damaged or not written by `nightlora train`");
+  if (h.value("version", 0) != 1)
+    fail(where, "checkpoint format version " + h["version"].dump() + " is not supported (this nightlora reads 1)",
+         "resume it with the nightlora version that wrote it");
+  Checkpoint c;
+  c.meta.identity = h.value("identity", nlohmann::json::object());
+  c.meta.progress = h.value("progress", nlohmann::json::object());
+  c.state = decode_train_state(state, where);
+  return c;
+}
+
+std::string fingerprint_path(const std::string& path) {
+  std::error_code ec;
+  fs::path p(path);
+  if (fs::is_directory(p, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(p, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    if (ec) fail(path, "cannot list the folder to fingerprint it: " + ec.message());
+    std::sort(files.begin(), files.end());
+    std::string out;
+    for (const auto& f : files) out += (out.empty() ? "" : ";") + fingerprint_file(f, true);
+    return out;
+  }
+  return fingerprint_file(p, false);
+}
+
+void check_identity(const nlohmann::json& saved, const nlohmann::json& current, const std::string& where) {
+  std::vector<std::string> diffs;
+  auto cmp = [&](const std::string& name, const nlohmann::json& a, const nlohmann::json& b) {
+    if (a != b) diffs.push_back(name + ": checkpoint " + a.dump() + ", now " + b.dump());
+  };
+  for (const char* k : {"model", "data"})
+    cmp(k, saved.value(k, nlohmann::json()), current.value(k, nlohmann::json()));
+  const nlohmann::json sc = saved.value("config", nlohmann::json::object());
+  const nlohmann::json cc = current.value("config", nlohmann::json::object());
+  for (auto it = cc.begin(); it != cc.end(); ++it) cmp("--" + it.key(), sc.value(it.key(), nlohmann::json()), it.value());
+  for (auto it = sc.begin(); it != sc.end(); ++it)
+    if (!cc.contains(it.key())) cmp("--" + it.key(), it.value(), nlohmann::json());
+  if (diffs.empty()) return;
+  std::string what = "this checkpoint belongs to a different run, so it cannot be resumed:";
+  for (const auto& d : diffs) what += "\n  " + d;
+  fail(where, what,
+       "re-run with the original model, data and options to continue it, or give a new --out folder to start a "
+       "new run");
+}
+
+}  // namespace nl
