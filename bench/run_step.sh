@@ -64,13 +64,15 @@ echo; echo "## Side by side"
 "$NL_PY" - "$out" <<'PY'
 import glob, json, os, sys
 rows = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.json")))]
-print("| trainer | loss on | checkpointing | step s | tokens/s | peak RSS MiB |")
-print("|---|---|---|---|---|---|")
+print("| trainer | loss on | checkpointing | step s | tokens/s | peak RSS MiB | peak RSS while training MiB |")
+print("|---|---|---|---|---|---|---|")
 for r in rows:
     ck = r["checkpointing"] if r["trainer"] == "pytorch" else "block inputs kept, blocks recomputed"
     print(f"| {r['trainer']}{' (' + r['blas'] + ')' if 'blas' in r else ''} | {r['loss']} | {ck} | "
-          f"{r['step_s']:.2f} | {r['tokens_per_s']:.1f} | {r['peak_rss_mib']:.0f} |")
-print("\ntargets: tokens/s >= 1.5x PyTorch's best configuration; peak RSS <= 0.25x of that configuration's")
+          f"{r['step_s']:.2f} | {r['tokens_per_s']:.1f} | {r['peak_rss_mib']:.0f} | {r.get('train_peak_rss_mib', -1):.0f} |")
+print("\n(peak RSS: the whole process, loading included, as the target counts it; while training: the kernel's")
+print("VmHWM reset after loading, -1/nan where the kernel refuses the reset)")
+print("targets: tokens/s >= 1.5x PyTorch's best configuration; peak RSS <= 0.25x of that configuration's")
 for loss in ("all", "completion"):
     ours = [r for r in rows if r["trainer"] == "nightlora" and r["loss"] == loss]
     torch = [r for r in rows if r["trainer"] == "pytorch" and r["loss"] == loss]

@@ -7,6 +7,7 @@
 // It stands in for `nightlora bench-step` until that command exists.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -47,6 +48,23 @@ nl::Batch random_batch(int64_t seq, int64_t vocab, bool completion_only, uint32_
   return b;
 }
 
+// Resets the kernel's VmHWM (Linux >= 4.0) so training's own peak can be read apart from
+// loading's; false when the kernel does not allow it.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+double vm_hwm_mib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +103,9 @@ int main(int argc, char** argv) {
     nl::TrainStep step(*model, *engine, so);
     const nl::Batch batch = random_batch(seq, model->config.vocab, loss == "completion", 1234);
 
+    // Resetting VmHWM also resets ru_maxrss, so the loading peak is read first.
+    const double load_rss = peak_rss_mib();
+    const bool hwm_reset = reset_peak_rss();
     double loss_sum = 0, timed_s = 0;
     for (int64_t i = 0; i <= steps; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -99,20 +120,22 @@ int main(int argc, char** argv) {
                    r.loss_sum / static_cast<double>(r.n_supervised), i == 0 ? " (warm-up, not timed)" : "");
     }
     const double tok_s = static_cast<double>(seq * steps) / timed_s;
-    const double rss = peak_rss_mib();
+    const double train_rss = hwm_reset ? vm_hwm_mib() : -1;
+    const double rss = std::max(load_rss, peak_rss_mib());
     std::printf("model: %s\nseq %lld, rank %lld, targets %s, loss on %s (%lld supervised), threads %d, %lld timed steps\n",
                 model_path.c_str(), static_cast<long long>(seq), static_cast<long long>(rank), targets.c_str(),
                 loss.c_str(), static_cast<long long>(batch.n_supervised()), engine->threads(),
                 static_cast<long long>(steps));
-    std::printf("load %.1f s; step %.2f s; %.1f tokens/s; peak RSS %.0f MiB; engine resident %.0f MiB; last loss sum %.3f\n",
-                load_s, timed_s / static_cast<double>(steps), tok_s, rss,
+    std::printf("load %.1f s; step %.2f s; %.1f tokens/s; peak RSS %.0f MiB (while training: %.0f MiB); engine "
+                "resident %.0f MiB; last loss sum %.3f\n",
+                load_s, timed_s / static_cast<double>(steps), tok_s, rss, train_rss,
                 static_cast<double>(engine->resident_bytes()) / (1 << 20), loss_sum);
     if (!json_path.empty()) {
       std::ofstream f(json_path);
       if (!f) nl::fail(json_path, "cannot open for writing", "check the folder exists and is writable");
       f << "{\"trainer\":\"nightlora\",\"seq\":" << seq << ",\"rank\":" << rank << ",\"loss\":\"" << loss
         << "\",\"threads\":" << engine->threads() << ",\"steps\":" << steps << ",\"step_s\":" << timed_s / steps
-        << ",\"tokens_per_s\":" << tok_s << ",\"peak_rss_mib\":" << rss << "}\n";
+        << ",\"tokens_per_s\":" << tok_s << ",\"peak_rss_mib\":" << rss << ",\"train_peak_rss_mib\":" << train_rss << "}\n";
     }
   } catch (const nl::Error& e) {
     std::fprintf(stderr, "nl_bench_step: %s\n", e.what());

@@ -33,6 +33,25 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
+def reset_peak_rss() -> bool:
+    """Resets the kernel's VmHWM (Linux >= 4.0), so training's own peak can be read apart
+    from the loader's (which dequantizes to f32 through numpy temporaries)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def vm_hwm_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -130,6 +149,9 @@ def main():
         h = rms_norm(x, model.w["output_norm.weight"], cfg.rms_eps)[supervised]  # head on supervised rows only
         return F.cross_entropy(h @ model.w["output.weight"].t(), labels[supervised])
 
+    # Resetting VmHWM also resets ru_maxrss, so the loading peak is read first.
+    load_rss = peak_rss_mib()
+    hwm_reset = reset_peak_rss()
     timed = 0.0
     for i in range(a.steps + 1):
         t0 = time.perf_counter()
@@ -143,16 +165,18 @@ def main():
         print(f"step {i}: {s:.2f} s, loss {loss.item():.4f}" + (" (warm-up, not timed)" if i == 0 else ""),
               file=sys.stderr, flush=True)
     tok_s = T * a.steps / timed
-    rss = peak_rss_mib()
+    train_rss = vm_hwm_mib() if hwm_reset else float("nan")
+    rss = max(load_rss, peak_rss_mib())
     print(f"model: {a.model} ({cfg.n_layer} layers, d_model {cfg.d_model})")
     print(f"seq {T}, rank {a.rank}, targets {','.join(targets)}, loss on {a.loss} ({supervised.numel()} supervised), "
           f"checkpointing {a.checkpointing}, threads {torch.get_num_threads()}, {a.steps} timed steps")
-    print(f"load {load_s:.1f} s; step {timed / a.steps:.2f} s; {tok_s:.1f} tokens/s; peak RSS {rss:.0f} MiB")
+    print(f"load {load_s:.1f} s; step {timed / a.steps:.2f} s; {tok_s:.1f} tokens/s; peak RSS {rss:.0f} MiB "
+          f"(while training: {train_rss:.0f} MiB)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"trainer": "pytorch", "seq": T, "rank": a.rank, "loss": a.loss,
                        "checkpointing": a.checkpointing, "threads": torch.get_num_threads(), "steps": a.steps,
-                       "step_s": timed / a.steps, "tokens_per_s": tok_s, "peak_rss_mib": rss,
+                       "step_s": timed / a.steps, "tokens_per_s": tok_s, "peak_rss_mib": rss, "train_peak_rss_mib": train_rss,
                        "blas": torch_blas.blas_kind(torch_blas.loaded_blas_libraries())}, f)
             f.write("\n")
 
