@@ -29,6 +29,9 @@
 #include "nightlora/host/lora.h"
 #include "nightlora/host/trainer.h"
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/background_gate.h"
+#include "nightlora/job/energy.h"
+#include "nightlora/job/priority.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/stop_signals.h"
 #include "nightlora/modelio/model.h"
@@ -67,6 +70,15 @@ struct TrainArgs {
   int keep = 3;
   bool resume = false;
   int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in this session
+  // Background mode.
+  bool background = false;
+  bool require_power = false;
+  double min_battery = -1;
+  std::string window;
+  double max_wall = 0;
+  double max_energy = 0;
+  std::string sysfs_root = "/sys";
+  double recheck_sec = 60;
 };
 
 // What must match for a checkpoint to be resumed: everything that shapes the trajectory.
@@ -202,6 +214,8 @@ int run_train(const TrainArgs& a) {
   std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
   if (!log) nl::fail(log_path.string(), "cannot write the training log");
 
+  // Energy is logged whenever the machine tells it, background or not.
+  nl::EnergyMeter energy = nl::EnergyMeter::open(a.sysfs_root);
   // Progress figures that go into each checkpoint (not part of the trajectory).
   double elapsed_s = elapsed_before;
   int64_t tokens_total = tokens_before;
@@ -220,7 +234,11 @@ int run_train(const TrainArgs& a) {
   auto on_step = [&](const nl::StepReport& r) {
     elapsed_s = r.elapsed_s;
     tokens_total += r.tokens;
-    log << nl::step_json(r) << "\n";
+    // Energy where the machine tells it; otherwise said to be unavailable, never estimated.
+    nlohmann::json row = nlohmann::json::parse(nl::step_json(r));
+    if (auto j = energy.joules()) row["energy_j"] = *j;
+    else row["energy_j"] = "unavailable";
+    log << row.dump() << "\n";
     log.flush();
     char buf[256];
     std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
@@ -244,6 +262,51 @@ int run_train(const TrainArgs& a) {
     std::fflush(stdout);
   };
   nl::StopSignals stop;
+  // Background mode: idle priority, and a gate asked before every step.
+  std::unique_ptr<nl::SystemClock> sys_clock;
+  std::unique_ptr<nl::PauseControl> pause;
+  std::unique_ptr<nl::BackgroundGate> gate;
+  if (a.background) {
+    const nl::PriorityResult cpu = nl::set_idle_cpu_priority(), io = nl::set_idle_io_priority();
+    std::printf("background: cpu %s, io %s\n", cpu.detail.c_str(), io.detail.c_str());
+    nl::BackgroundConditions bc;
+    bc.require_external_power = a.require_power;
+    if (a.min_battery >= 0) bc.min_battery_percent = a.min_battery;
+    if (!a.window.empty()) bc.window = nl::TimeWindow::parse(a.window);
+    if (a.max_wall > 0) bc.budgets.wall_s = a.max_wall;
+    if (a.max_energy > 0) bc.budgets.energy_j = a.max_energy;
+    nl::check_budgets_enforceable(bc.budgets, energy.available(), energy.why_unavailable());
+    bc.sysfs_root = a.sysfs_root;
+    bc.recheck_s = a.recheck_sec;
+    bc.pause_poll_s = std::min(2.0, a.recheck_sec);
+    sys_clock = std::make_unique<nl::SystemClock>();
+    pause = std::make_unique<nl::PauseControl>((fs::path(a.out) / "control").string(), true);
+    gate = std::make_unique<nl::BackgroundGate>(bc, *sys_clock, pause.get());
+  }
+  const double session_start = nl::SystemClock().now_s();
+  // Asks the gate; waits (with a checkpoint when the wait begins) until it says run. False: stop.
+  auto gate_allows = [&](const std::function<nl::TrainState()>& snapshot, std::string& reason) {
+    if (!gate) return true;
+    auto use = [&] {
+      nl::BudgetUse u;
+      u.wall_s = nl::SystemClock().now_s() - session_start;
+      u.steps = trainer.steps_done();
+      u.energy_j = energy.joules();
+      return u;
+    };
+    auto on_wait = [&](const nl::GateDecision& d) {
+      save(snapshot());
+      std::printf("waiting (checkpoint saved at step %lld): %s\n", static_cast<long long>(trainer.steps_done()),
+                  d.reason.c_str());
+      std::fflush(stdout);
+      log << nlohmann::json({{"type", "wait"}, {"step", trainer.steps_done()}, {"reason", d.reason}}).dump() << "\n";
+      log.flush();
+    };
+    nl::GateDecision d = gate->wait_until_runnable(use, on_wait, [&] { return stop.requested(); });
+    if (d.verdict == nl::GateVerdict::Run) return true;
+    reason = d.reason.empty() ? "stopped" : d.reason;
+    return false;
+  };
   using clock = std::chrono::steady_clock;
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
@@ -251,6 +314,8 @@ int run_train(const TrainArgs& a) {
   auto at_boundary = [&](int64_t done, const std::function<nl::TrainState()>& snapshot) {
     if (stop.requested()) stop_reason = stop.signal() == SIGINT ? "SIGINT" : "SIGTERM";
     else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
+    else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop.requested())
+      stop_reason = stop.signal() == SIGINT ? "SIGINT" : "SIGTERM";
     const bool by_steps = a.save_every > 0 && done % a.save_every == 0;
     const bool by_time = a.save_every_sec > 0 &&
                          std::chrono::duration<double>(clock::now() - last_save_time).count() >= a.save_every_sec;
@@ -260,7 +325,14 @@ int run_train(const TrainArgs& a) {
     }
     return stop_reason.empty();
   };
-  nl::LoraAdapter trained = trainer.run(on_step, on_val, at_boundary);
+  // The gate is asked before the first step too (a job started off-charger waits at once).
+  const std::function<nl::TrainState()> initial = [&] { return trainer.state(); };
+  nl::LoraAdapter trained;
+  if (trainer.finished() || gate_allows(initial, stop_reason)) {
+    trained = trainer.run(on_step, on_val, at_boundary);
+  } else if (trainer.steps_done() != last_saved || store.list().empty()) {
+    save(trainer.state());
+  }
   if (line_open) std::printf("\n");
   if (!trainer.finished()) {
     std::printf("stopped at step %lld/%lld (%s); checkpoint saved in %s: run the same command again to continue\n",
@@ -324,6 +396,18 @@ nlcli::Register reg_train(
       sub.add_flag("--resume", a->resume,
                    "continue from the newest checkpoint in --out (also done without it when one exists); "
                    "fails when there is none");
+      sub.add_flag("--background", a->background,
+                   "idle CPU/IO priority; run only while the conditions below hold, else checkpoint and wait; "
+                   "SIGUSR1/SIGUSR2 or OUT/control ('pause'/'resume') pause and resume at a step boundary");
+      sub.add_flag("--require-power", a->require_power, "background: only on external power");
+      sub.add_option("--min-battery", a->min_battery, "background: only with the battery at least at X percent");
+      sub.add_option("--window", a->window, "background: only inside this daily local time window, e.g. 23:00-07:00");
+      sub.add_option("--max-wall", a->max_wall, "background: stop (with a checkpoint) after S seconds of this session");
+      sub.add_option("--max-energy", a->max_energy, "background: stop after J joules (needs a readable energy counter)");
+      sub.add_option("--sysfs-root", a->sysfs_root, "root of /sys (power supplies, energy), for tests")
+          ->group("");
+      sub.add_option("--recheck-sec", a->recheck_sec, "background: longest wait before conditions are re-checked")
+          ->group("")->check(CLI::PositiveNumber);
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       return [a]() { return run_train(*a); };
