@@ -31,6 +31,7 @@
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/energy.h"
+#include "nightlora/job/pacer.h"
 #include "nightlora/job/priority.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/stop_signals.h"
@@ -79,6 +80,10 @@ struct TrainArgs {
   double max_energy = 0;
   std::string sysfs_root = "/sys";
   double recheck_sec = 60;
+  // Thermal pacing.
+  double temp_ceiling = 0;
+  double duty = 0;
+  std::string temp_source = "auto";
 };
 
 // What must match for a checkpoint to be resumed: everything that shapes the trajectory.
@@ -214,6 +219,7 @@ int run_train(const TrainArgs& a) {
   std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
   if (!log) nl::fail(log_path.string(), "cannot write the training log");
 
+  double last_step_s = 0;  // the last step's duration, for the pacer
   // Energy is logged whenever the machine tells it, background or not.
   nl::EnergyMeter energy = nl::EnergyMeter::open(a.sysfs_root);
   // Progress figures that go into each checkpoint (not part of the trajectory).
@@ -234,6 +240,7 @@ int run_train(const TrainArgs& a) {
   auto on_step = [&](const nl::StepReport& r) {
     elapsed_s = r.elapsed_s;
     tokens_total += r.tokens;
+    last_step_s = r.tokens_per_s > 0 ? static_cast<double>(r.tokens) / r.tokens_per_s : 0.0;
     // Energy where the machine tells it; otherwise said to be unavailable, never estimated.
     nlohmann::json row = nlohmann::json::parse(nl::step_json(r));
     if (auto j = energy.joules()) row["energy_j"] = *j;
@@ -307,11 +314,45 @@ int run_train(const TrainArgs& a) {
     reason = d.reason.empty() ? "stopped" : d.reason;
     return false;
   };
+  // Thermal pacing: idle time between steps to hold a temperature ceiling or a duty cycle.
+  // The decision of every step goes to the log as a "pace" row.
+  std::unique_ptr<nl::TemperatureSource> temp_source;
+  std::unique_ptr<nl::Pacer> pacer;
+  if (a.temp_ceiling > 0 || a.duty > 0) {
+    nl::PacingConfig pc;
+    if (a.temp_ceiling > 0) pc.ceiling_c = a.temp_ceiling;
+    if (a.duty > 0) pc.duty = a.duty;
+    pc.validate();
+    nl::TempSourceOptions to;
+    to.sysfs_root = a.sysfs_root;
+    if (a.temp_source.rfind("file:", 0) == 0) to.temp_file = a.temp_source.substr(5);
+    else if (a.temp_source.rfind("cmd:", 0) == 0) to.temp_cmd = a.temp_source.substr(4);
+    else if (a.temp_source != "auto")
+      nl::fail("--temp-source " + a.temp_source, "unknown temperature source", "use auto, file:PATH or cmd:COMMAND");
+    std::string why_none;
+    temp_source = nl::find_temperature_source(to, &why_none);
+    std::printf("pacing: %s\n", temp_source ? temp_source->describe().c_str()
+                                             : ("no temperature sensor (" + why_none + "); pacing on throughput").c_str());
+    pacer = std::make_unique<nl::Pacer>(pc, temp_source.get(), nl::sleep_seconds,
+                                        [&] { return stop.requested() || (pause && pause->paused()); });
+    pacer->before_step();
+  }
+  auto pace = [&](int64_t done) {
+    if (!pacer) return;
+    nl::PacingDecision d = pacer->after_step(last_step_s);
+    nlohmann::json row = {{"type", "pace"}, {"step", done}, {"step_s", d.step_s}, {"idle_s", d.idle_s},
+                          {"throttled", d.throttling_suspected}, {"slowdown", d.slowdown}, {"reason", d.reason}};
+    row["temp_c"] = d.temp_end_c ? nlohmann::json(*d.temp_end_c) : nlohmann::json("unavailable");
+    log << row.dump() << "\n";
+    log.flush();
+    pacer->before_step();
+  };
   using clock = std::chrono::steady_clock;
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
   std::string stop_reason;
   auto at_boundary = [&](int64_t done, const std::function<nl::TrainState()>& snapshot) {
+    if (done < trainer.total_steps()) pace(done);
     if (stop.requested()) stop_reason = stop.signal() == SIGINT ? "SIGINT" : "SIGTERM";
     else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
     else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop.requested())
@@ -408,6 +449,10 @@ nlcli::Register reg_train(
           ->group("");
       sub.add_option("--recheck-sec", a->recheck_sec, "background: longest wait before conditions are re-checked")
           ->group("")->check(CLI::PositiveNumber);
+      sub.add_option("--temp-ceiling", a->temp_ceiling, "pacing: idle between steps to stay below C degrees");
+      sub.add_option("--duty", a->duty, "pacing: share of wall time spent in steps, in (0, 1]");
+      sub.add_option("--temp-source", a->temp_source, "pacing sensor: auto (thermal zones, hwmon), file:PATH or cmd:COMMAND")
+          ->capture_default_str();
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       return [a]() { return run_train(*a); };

@@ -83,4 +83,33 @@ TEST(BackgroundTrain, ControlFilePausesAndResumesAtAStepBoundary) {
   EXPECT_NE(r.out.find("step 3/3"), std::string::npos) << r.out;
 }
 
+TEST(BackgroundTrain, DutyCyclePacingLogsEachDecisionAndDoesNotChangeTheResult) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir td;
+  nltest::write_text(td / "temp", "41500\n");  // millidegrees, as sysfs writes them
+  auto plain = nltest::run_cli(train_args(model, td / "plain", 3));
+  ASSERT_EQ(plain.rc, 0) << plain.err;
+  const fs::path out = td / "paced";
+  auto r = nltest::run_cli(train_args(model, out, 3, "--duty 0.5 --temp-source file:" + (td / "temp").string()));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  std::istringstream log(nltest::read_text(out / "log.jsonl"));
+  std::string line;
+  int paced = 0;
+  while (std::getline(log, line)) {
+    auto row = nlohmann::json::parse(line);
+    if (row["type"] != "pace") continue;
+    ++paced;
+    EXPECT_EQ(row["temp_c"].get<double>(), 41.5) << line;
+    EXPECT_GT(row["idle_s"].get<double>(), 0.0) << line;
+    EXPECT_NEAR(row["idle_s"].get<double>(), row["step_s"].get<double>(), 1e-9) << line;  // duty 0.5
+    EXPECT_EQ(row["throttled"], false) << line;
+  }
+  EXPECT_EQ(paced, 2);  // after every step but the last
+  EXPECT_TRUE(nltest::read_text(out / "adapter_model.safetensors") ==
+              nltest::read_text(td / "plain" / "adapter_model.safetensors"));
+  auto bad = nltest::run_cli(train_args(model, td / "bad", 3, "--duty 0.5 --temp-source gpu"));
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--temp-source gpu"), std::string::npos) << bad.err;
+}
+
 }  // namespace
