@@ -6,6 +6,6 @@
 
 namespace nl {
 
-std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, int threads);
+std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, const EngineOptions& opt);
 
 }  // namespace nl

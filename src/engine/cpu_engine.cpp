@@ -1,14 +1,16 @@
-// The cpu backend. Its resident layout is the quantized rows exactly as the model stores
-// them (the memory-mapped file): the resident weight memory is the quantized size. Both
-// products walk those rows with nl::dequantize_row into a per-thread scratch of at most one
-// row, and use each dequantized row for a whole block of tokens:
-//  - forward: tasks are (row block x token block); each Y element is one dot product.
+// The cpu backend. Its resident layout is made once at load: Q4_0 and Q8_0 matrices are
+// repacked into 8-row tiles (tile_layout.h, exactly the quantized bytes); other types keep
+// their quantized rows as the model stores them. Both products dequantize a few rows at a
+// time into a per-thread "panel" (through the same dequantizer) and use it for a whole
+// block of tokens, so the work is a GEMM per task, not a GEMV per token:
+//  - forward: tasks are (8-row group x token block); each Y element is one dot product over
+//    the full row, computed by one task.
 //  - input grad: tasks are (column block x token block), column blocks aligned to the
 //    quantization block so a task dequantizes only its slice of each row; each task adds
-//    row r's contribution dY[t,r]·W[r,c0:c1] into its own slice of dX, for every row in
-//    order. No thread ever writes another's outputs, so no locks and no transposed copy.
-// The per-element summation order is the one of reference_products.h, so results are
-// bit-identical to the scalar reference and independent of the thread count.
+//    the row groups' contributions into its own slice of dX, rows in increasing order.
+// No thread ever writes another's outputs, so no locks, no transposed copy, and results do
+// not depend on the thread count. With the scalar kernels the summation order is the one
+// of reference_products.h (bit-identical); the SIMD kernels agree with it to rounding.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -18,6 +20,8 @@
 #include <vector>
 
 #include "backends.h"
+#include "kernels.h"
+#include "tile_layout.h"
 #include "nightlora/engine/reference_products.h"
 #include "nightlora/util/thread_pool.h"
 #include "nightlora/quant/qtype.h"
@@ -26,52 +30,69 @@
 namespace nl {
 namespace {
 
-constexpr int64_t kRowsPerTask = 16;
+using engine::kTileRows;
+
 constexpr int64_t kTokensPerTask = 64;
 constexpr int64_t kColsPerTask = 256;  // rounded to the quantization block
 
+// Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
+// matrix next to megabytes of weights.
 struct ResidentMatrix {
-  TensorView view;
+  int64_t rows = 0, cols = 0;
+  QType type = QType::F32;
   int64_t block_size = 1;
   size_t block_bytes = 4;
+  const uint8_t* row_data = nullptr;  // the quantized rows as stored, when not tiled
+  size_t row_bytes = 0;
+  engine::TiledMatrix tiles;          // empty unless the type has a tiled layout
+  bool tiled() const { return !tiles.bytes.empty(); }
+  size_t weight_bytes() const { return tiled() ? tiles.bytes.size() : row_bytes * static_cast<size_t>(rows); }
+  const uint8_t* row(int64_t r) const { return row_data + static_cast<size_t>(r) * row_bytes; }
 };
 
-// One row's worth of floats per thread, reused across products.
-float* scratch_row(int64_t n) {
+// A panel of up to kTileRows dequantized rows per thread, reused across products.
+float* scratch_panel(int64_t n) {
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
 }
 
-void forward_tile(const ResidentMatrix& m, const float* X, float* Y, int64_t r0, int64_t r1, int64_t t0,
-                  int64_t t1) {
-  const int64_t rows = m.view.rows(), cols = m.view.cols();
-  float* w = scratch_row(cols);
-  for (int64_t r = r0; r < r1; ++r) {
-    dequantize_row(m.view.type, m.view.row(r), w, cols);
-    for (int64_t t = t0; t < t1; ++t) Y[t * rows + r] = dot_f32(X + t * cols, w, cols);
+// Rows [r0, r0 + nr) (one row group), columns [c0, c1) (block aligned) of W as floats.
+void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t r0, int64_t nr, int64_t c0,
+                int64_t c1, float* panel, int64_t ld) {
+  if (m.tiled()) {
+    k.dequantize_tiles(m.tiles, r0 / kTileRows, c0 / engine::kTileCols, c1 / engine::kTileCols, panel, ld);
+    return;
   }
+  const size_t slice_offset = static_cast<size_t>(c0 / m.block_size) * m.block_bytes;
+  for (int64_t i = 0; i < nr; ++i) dequantize_row(m.type, m.row(r0 + i) + slice_offset, panel + i * ld, c1 - c0);
 }
 
-void input_grad_tile(const ResidentMatrix& m, const float* dY, float* dX, int64_t c0, int64_t c1, int64_t t0,
-                     int64_t t1) {
-  const int64_t rows = m.view.rows(), cols = m.view.cols(), n = c1 - c0;
-  const size_t slice_offset = static_cast<size_t>(c0 / m.block_size) * m.block_bytes;
-  float* w = scratch_row(n);
+void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, const float* X, float* Y, int64_t g,
+                  int64_t t0, int64_t t1) {
+  const int64_t rows = m.rows, cols = m.cols;
+  const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
+  float* panel = scratch_panel(nr * cols);
+  fill_panel(k, m, r0, nr, 0, cols, panel, cols);
+  k.forward(X + t0 * cols, cols, t1 - t0, panel, cols, nr, cols, Y + t0 * rows + r0, rows);
+}
+
+void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, const float* dY, float* dX, int64_t c0,
+                     int64_t c1, int64_t t0, int64_t t1) {
+  const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
+  float* panel = scratch_panel(kTileRows * n);
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
-  for (int64_t r = 0; r < rows; ++r) {
-    dequantize_row(m.view.type, m.view.row(r) + slice_offset, w, n);
-    for (int64_t t = t0; t < t1; ++t) {
-      const float a = dY[t * rows + r];
-      float* dx = dX + t * cols + c0;
-      for (int64_t c = 0; c < n; ++c) dx[c] += a * w[c];
-    }
+  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+    const int64_t nr = std::min(kTileRows, rows - r0);
+    fill_panel(k, m, r0, nr, c0, c1, panel, n);
+    k.input_grad(dY + t0 * rows + r0, rows, t1 - t0, panel, n, nr, n, dX + t0 * cols + c0, cols);
   }
 }
 
 class CpuEngine final : public FrozenEngine {
  public:
-  CpuEngine(const Model& model, int threads) : pool_(threads) {
+  CpuEngine(const Model& model, const EngineOptions& opt)
+      : kernels_(engine::select_kernels(opt.isa)), pool_(opt.threads) {
     const ModelConfig& cfg = model.config;
     n_layer_ = cfg.n_layer;
     if (static_cast<int64_t>(model.weights.layers.size()) != n_layer_)
@@ -94,14 +115,15 @@ class CpuEngine final : public FrozenEngine {
 
   std::string backend() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
+  std::string isa() const override { return kernels_.isa; }
 
   WeightHandle handle(int64_t layer, Proj p) const override {
     if (layer < 0 || layer >= n_layer_) fail("engine", "layer " + std::to_string(layer) + " out of range");
     return static_cast<WeightHandle>(layer * kNumProj + static_cast<int>(p));
   }
   WeightHandle output_handle() const override { return static_cast<WeightHandle>(n_layer_ * kNumProj); }
-  int64_t rows(WeightHandle h) const override { return at(h).view.rows(); }
-  int64_t cols(WeightHandle h) const override { return at(h).view.cols(); }
+  int64_t rows(WeightHandle h) const override { return at(h).rows; }
+  int64_t cols(WeightHandle h) const override { return at(h).cols; }
 
   EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y) override {
     return submit(Job{Job::Forward, &at(h), X, T, Y, 0});
@@ -117,12 +139,11 @@ class CpuEngine final : public FrozenEngine {
 
   size_t resident_weight_bytes() const override {
     size_t n = 0;
-    for (const auto& m : mats_) n += m.view.nbytes;
+    for (const auto& m : mats_) n += m.weight_bytes();
     return n;
   }
   size_t resident_bytes() const override {
     size_t meta = sizeof(*this) + mats_.capacity() * sizeof(ResidentMatrix);
-    for (const auto& m : mats_) meta += m.view.name.capacity() + m.view.ne.capacity() * sizeof(int64_t);
     return resident_weight_bytes() + meta;
   }
 
@@ -145,9 +166,16 @@ class CpuEngine final : public FrozenEngine {
     if (v.ne.size() != 2 || v.cols() % info.block_size != 0)
       fail(v.name, "not a matrix with rows of whole " + std::string(info.name) + " blocks");
     ResidentMatrix m;
-    m.view = v;
+    m.rows = v.rows();
+    m.cols = v.cols();
+    m.type = v.type;
+    m.row_bytes = v.row_bytes();
     m.block_size = info.block_size;
     m.block_bytes = info.block_bytes;
+    if (engine::has_tiled_layout(v.type))
+      m.tiles = engine::make_tiles(v);
+    else
+      m.row_data = v.data;
     mats_.push_back(std::move(m));
   }
 
@@ -189,25 +217,24 @@ class CpuEngine final : public FrozenEngine {
     if (T <= 0) return;
     const int64_t n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
     if (job.kind == Job::Forward) {
-      const int64_t rows = m.view.rows();
-      const int64_t n_rblocks = (rows + kRowsPerTask - 1) / kRowsPerTask;
-      pool_.parallel_for(n_rblocks * n_tblocks, [&](int64_t i) {
-        const int64_t rb = i / n_tblocks, tb = i % n_tblocks;
-        forward_tile(m, job.in, job.out, rb * kRowsPerTask, std::min(rows, (rb + 1) * kRowsPerTask),
-                     tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+      const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
+      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i) {
+        const int64_t g = i / n_tblocks, tb = i % n_tblocks;
+        forward_task(kernels_, m, job.in, job.out, g, tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
-      const int64_t cols = m.view.cols();
+      const int64_t cols = m.cols;
       const int64_t cb_size = std::max<int64_t>(m.block_size, kColsPerTask / m.block_size * m.block_size);
       const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
       pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i) {
         const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
-        input_grad_tile(m, job.in, job.out, cb * cb_size, std::min(cols, (cb + 1) * cb_size), tb * kTokensPerTask,
-                        std::min(T, (tb + 1) * kTokensPerTask));
+        input_grad_task(kernels_, m, job.in, job.out, cb * cb_size, std::min(cols, (cb + 1) * cb_size),
+                        tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     }
   }
 
+  const engine::PanelKernels& kernels_;
   ThreadPool pool_;
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
@@ -222,8 +249,8 @@ class CpuEngine final : public FrozenEngine {
 
 }  // namespace
 
-std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, int threads) {
-  return std::make_unique<CpuEngine>(model, threads);
+std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, const EngineOptions& opt) {
+  return std::make_unique<CpuEngine>(model, opt);
 }
 
 }  // namespace nl

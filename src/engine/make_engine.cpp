@@ -4,7 +4,7 @@
 namespace nl {
 
 std::unique_ptr<FrozenEngine> make_engine(const Model& model, const EngineOptions& opt) {
-  if (opt.backend == "cpu") return make_cpu_engine(model, opt.threads);
+  if (opt.backend == "cpu") return make_cpu_engine(model, opt);
   fail("engine backend '" + opt.backend + "'", "unknown backend", "available backends: cpu");
 }
 

@@ -3,6 +3,7 @@
 // scalar reference functions, thread count independence, asynchronous submission, and its memory rules: resident weight
 // bytes equal the quantized size, and no allocation the size of a dequantized matrix.
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <vector>
@@ -80,46 +81,90 @@ struct Case {
   int64_t rows, cols, T;
 };
 
+// The instruction sets this machine can run: "scalar" always, "avx2" where available.
+std::vector<std::string> available_isas() {
+  std::vector<std::string> isas = {"scalar"};
+  MatrixModel mm(QType::Q8_0, {{8, 32}}, 1);
+  try {
+    nl::EngineOptions o;
+    o.threads = 1;
+    o.isa = "avx2";
+    nl::make_engine(mm.model, o);
+    isas.push_back("avx2");
+  } catch (const nl::Error&) {
+    std::printf("[engine] no AVX2+FMA+F16C here: SIMD kernels not tested\n");
+  }
+  return isas;
+}
+
+std::unique_ptr<nl::FrozenEngine> engine_for(const nl::Model& m, int threads, const std::string& isa) {
+  nl::EngineOptions o;
+  o.threads = threads;
+  o.isa = isa;
+  return nl::make_engine(m, o);
+}
+
+// The scalar kernels reproduce the scalar reference bit for bit; the SIMD ones (fused
+// multiply-adds, another summation order) agree to float rounding of the sums:
+// |got - ref| <= 2e-6 * max(1, max |ref|).
+void expect_matches_reference(const std::vector<float>& got, const std::vector<float>& ref, const std::string& isa,
+                              const std::string& what) {
+  ASSERT_EQ(got.size(), ref.size());
+  if (isa == "scalar") {
+    EXPECT_EQ(got, ref) << what << ": the scalar kernels must reproduce the scalar reference bit for bit";
+    return;
+  }
+  double m = 1, e = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    m = std::max(m, std::fabs(static_cast<double>(ref[i])));
+    e = std::max(e, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i;
+  }
+  EXPECT_LE(e / m, 2e-6) << what << " (" << isa << ") vs the scalar reference";
+}
+
 class EngineProducts : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineProducts, MatchDenseReferenceAndScalarReference) {
   const Case c = GetParam();
   MatrixModel mm(c.type, {{c.rows, c.cols}, {32, c.cols}}, 7);
-  auto engine = nl::make_engine(mm.model, {"cpu", 3});
-  const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
-  ASSERT_EQ(engine->rows(h), c.rows);
-  ASSERT_EQ(engine->cols(h), c.cols);
   const std::vector<float>& W = mm.dense[0];
-
-  // Forward against a dense double-precision product.
   std::vector<float> X = random_vec(static_cast<size_t>(c.T * c.cols), 11);
-  std::vector<float> Y(static_cast<size_t>(c.T * c.rows), NAN);
-  engine->forward(h, X.data(), c.T, Y.data());
-  std::vector<double> Yd(Y.size());
+  std::vector<float> dY = random_vec(static_cast<size_t>(c.T * c.rows), 13);
+
+  // Dense double-precision products and the scalar reference functions.
+  std::vector<double> Yd(static_cast<size_t>(c.T * c.rows)), dXd(static_cast<size_t>(c.T * c.cols), 0.0);
   for (int64_t t = 0; t < c.T; ++t)
     for (int64_t r = 0; r < c.rows; ++r) {
       double s = 0;
-      for (int64_t k = 0; k < c.cols; ++k) s += static_cast<double>(X[t * c.cols + k]) * W[r * c.cols + k];
+      for (int64_t k = 0; k < c.cols; ++k) {
+        s += static_cast<double>(X[t * c.cols + k]) * W[r * c.cols + k];
+        dXd[static_cast<size_t>(t * c.cols + k)] += static_cast<double>(dY[t * c.rows + r]) * W[r * c.cols + k];
+      }
       Yd[static_cast<size_t>(t * c.rows + r)] = s;
     }
-  EXPECT_LT(rel_max_err(Y, Yd), 1e-5);
-  std::vector<float> Yref(Y.size());
+  std::vector<float> Yref(Yd.size()), dXref(dXd.size());
   nl::reference_forward(mm.model.weights.layers[0].wq, X.data(), c.T, Yref.data());
-  EXPECT_EQ(Y, Yref) << "the cpu kernel must reproduce the scalar reference bit for bit";
-
-  // Input gradient: dX = dY · W, again against dense double.
-  std::vector<float> dY = random_vec(static_cast<size_t>(c.T * c.rows), 13);
-  std::vector<float> dX(static_cast<size_t>(c.T * c.cols), NAN);
-  engine->input_grad(h, dY.data(), c.T, dX.data());
-  std::vector<double> dXd(dX.size(), 0.0);
-  for (int64_t t = 0; t < c.T; ++t)
-    for (int64_t r = 0; r < c.rows; ++r)
-      for (int64_t k = 0; k < c.cols; ++k)
-        dXd[static_cast<size_t>(t * c.cols + k)] += static_cast<double>(dY[t * c.rows + r]) * W[r * c.cols + k];
-  EXPECT_LT(rel_max_err(dX, dXd), 1e-5);
-  std::vector<float> dXref(dX.size());
   nl::reference_input_grad(mm.model.weights.layers[0].wq, dY.data(), c.T, dXref.data());
-  EXPECT_EQ(dX, dXref);
+
+  for (const std::string& isa : available_isas()) {
+    SCOPED_TRACE("isa " + isa);
+    auto engine = engine_for(mm.model, 3, isa);
+    ASSERT_EQ(engine->isa(), isa);
+    const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
+    ASSERT_EQ(engine->rows(h), c.rows);
+    ASSERT_EQ(engine->cols(h), c.cols);
+
+    std::vector<float> Y(Yd.size(), NAN);
+    engine->forward(h, X.data(), c.T, Y.data());
+    EXPECT_LT(rel_max_err(Y, Yd), 1e-5);
+    expect_matches_reference(Y, Yref, isa, "forward");
+
+    std::vector<float> dX(dXd.size(), NAN);
+    engine->input_grad(h, dY.data(), c.T, dX.data());
+    EXPECT_LT(rel_max_err(dX, dXd), 1e-5);
+    expect_matches_reference(dX, dXref, isa, "input grad");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -128,7 +173,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{QType::F16, 33, 288, 131}, Case{QType::Q8_0, 5, 32, 1}, Case{QType::Q8_0, 17, 64, 3},
                       Case{QType::Q8_0, 40, 96, 70}, Case{QType::Q8_0, 33, 544, 131}, Case{QType::Q4_0, 5, 32, 1},
                       Case{QType::Q4_0, 17, 64, 3}, Case{QType::Q4_0, 40, 96, 70}, Case{QType::Q4_0, 33, 544, 131},
-                      Case{QType::Q4_K, 9, 512, 37}, Case{QType::Q6_K, 9, 768, 70}),
+                      Case{QType::Q4_K, 9, 512, 37}, Case{QType::Q6_K, 9, 768, 70},
+                      // Token counts of the kernel blocking (1, 7, 64, 300) on shapes that are not
+                      // multiples of the 8-row tiles, the 4-row / 3-token register blocks or
+                      // (f32, f16) of the 8-lane vectors.
+                      Case{QType::Q4_0, 45, 160, 7}, Case{QType::Q4_0, 29, 288, 64}, Case{QType::Q4_0, 21, 96, 300},
+                      Case{QType::Q8_0, 45, 160, 7}, Case{QType::Q8_0, 29, 288, 64}, Case{QType::Q8_0, 21, 96, 300},
+                      Case{QType::F32, 13, 77, 7}, Case{QType::F32, 11, 45, 300}, Case{QType::F16, 19, 83, 64},
+                      Case{QType::Q4_K, 11, 256, 300}),
     [](const ::testing::TestParamInfo<Case>& i) {
       return std::string(nl::qtype_name(i.param.type)) + "_" + std::to_string(i.param.rows) + "x" +
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
@@ -174,7 +226,9 @@ TEST(Engine, AsynchronousSubmissionsAllComplete) {
     }
   }
   for (int i = 7; i >= 0; --i) e->wait(tickets[static_cast<size_t>(i)]);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(outs[static_cast<size_t>(i)], refs[static_cast<size_t>(i)]) << "product " << i;
+  for (int i = 0; i < 8; ++i)
+    expect_matches_reference(outs[static_cast<size_t>(i)], refs[static_cast<size_t>(i)], e->isa(),
+                             "product " + std::to_string(i));
 }
 
 TEST(Engine, ResidentBytesAreTheQuantizedSize) {

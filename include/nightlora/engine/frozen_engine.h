@@ -18,6 +18,9 @@ namespace nl {
 struct EngineOptions {
   std::string backend = "cpu";  // "cpu" (more later)
   int threads = 0;              // 0: all cores
+  // Kernel instruction set of the cpu backend: "auto" (the best this CPU runs; the
+  // environment variable NL_ENGINE_ISA=scalar|avx2 overrides it), "scalar" or "avx2".
+  std::string isa = "auto";
 };
 
 // A resident matrix: one of the seven projections of a layer, or the output head.
@@ -31,6 +34,8 @@ class FrozenEngine {
 
   virtual std::string backend() const = 0;
   virtual int threads() const = 0;
+  // The instruction set its kernels use ("scalar", "avx2", ...).
+  virtual std::string isa() const { return "scalar"; }
 
   // Handles of the resident matrices (valid for the engine's lifetime).
   virtual WeightHandle handle(int64_t layer, Proj p) const = 0;

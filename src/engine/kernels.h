@@ -1,0 +1,34 @@
+// The inner products of the cpu engine, per instruction set. They work on a "panel": a few
+// rows of W already dequantized to floats (by dequantize_tiles for tiled types, by
+// nl::dequantize_row otherwise), which the caller reuses across a whole block of tokens.
+//
+// The scalar set reproduces the summation order of reference_products.h exactly; the SIMD
+// sets use fused multiply-adds and their own order, so they agree with it to rounding.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "tile_layout.h"
+
+namespace nl::engine {
+
+struct PanelKernels {
+  const char* isa;
+  DequantizeTilesFn dequantize_tiles;
+  // Y[t*ldy + i] = sum_k X[t*ldx + k] * P[i*ldp + k]   for t < nt, i < nr, k < n.
+  void (*forward)(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                  float* Y, int64_t ldy);
+  // D[t*ldd + k] += sum_i G[t*ldg + i] * P[i*ldp + k]   rows i in increasing order.
+  void (*input_grad)(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                     float* D, int64_t ldd);
+};
+
+const PanelKernels& scalar_kernels();
+// nullptr when this build or this CPU has no AVX2+FMA+F16C.
+const PanelKernels* avx2_kernels();
+
+// "auto" (the best this CPU runs; the environment variable NL_ENGINE_ISA overrides it),
+// "scalar" or "avx2". Throws nl::Error for an unknown or unavailable name.
+const PanelKernels& select_kernels(const std::string& isa);
+
+}  // namespace nl::engine
