@@ -76,7 +76,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, here)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(here)), "bench"))
-    from model import PROJ_NAMES, Transformer, apply_rope, load_model, positions_and_mask, rms_norm, rope_inv_freq
+    from model import PROJ_NAMES, Transformer, load_model, positions_and_mask, rms_norm, rope_inv_freq
     import torch_blas
 
     torch.set_num_threads(threads)
@@ -115,29 +115,11 @@ def main():
     supervised = (labels >= 0).nonzero().squeeze(1)
     pos, mask = positions_and_mask(T, None)
     inv_freq = rope_inv_freq(cfg)
-    group = cfg.n_head // cfg.n_kv_head
 
-    # One decoder block, as Transformer.hidden computes it (model.py), as a function so
-    # torch.utils.checkpoint can recompute it in backward.
+    # One decoder block (model.py's), as a function so torch.utils.checkpoint can
+    # recompute it in backward.
     def block(layer, x):
-        c, p = cfg, f"blk.{layer}."
-        h = rms_norm(x, model.w[p + "attn_norm.weight"], c.rms_eps)
-        q = model.proj(layer, "q", h).view(T, c.n_head, c.head_dim)
-        k = model.proj(layer, "k", h).view(T, c.n_kv_head, c.head_dim)
-        v = model.proj(layer, "v", h).view(T, c.n_kv_head, c.head_dim)
-        if c.qk_norm:
-            q = rms_norm(q, model.w[p + "attn_q_norm.weight"], c.rms_eps)
-            k = rms_norm(k, model.w[p + "attn_k_norm.weight"], c.rms_eps)
-        q = apply_rope(q, pos, inv_freq, c.rope_style)
-        k = apply_rope(k, pos, inv_freq, c.rope_style)
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(c.head_dim)
-        scores = scores.masked_fill(~mask[None, :, :], float("-inf"))
-        o = torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v).reshape(T, c.n_head * c.head_dim)
-        x = x + model.proj(layer, "o", o)
-        h = rms_norm(x, model.w[p + "ffn_norm.weight"], c.rms_eps)
-        return x + model.proj(layer, "down", F.silu(model.proj(layer, "gate", h)) * model.proj(layer, "up", h))
+        return model.block(layer, x, pos, mask, inv_freq)
 
     def loss_fn():
         x = model.w["token_embd.weight"][tokens]

@@ -209,36 +209,43 @@ class Transformer(torch.nn.Module):
             y = y + self.lora_scale * ((x @ A.t()) @ B.t())
         return y
 
+    def block(self, l: int, x: torch.Tensor, pos, mask, inv_freq) -> torch.Tensor:
+        """One decoder block on the residual stream x [T, d] (positions, mask and RoPE
+        frequencies from positions_and_mask / rope_inv_freq)."""
+        c, T = self.cfg, x.shape[0]
+        group = c.n_head // c.n_kv_head
+        p = f"blk.{l}."
+        h = rms_norm(x, self.w[p + "attn_norm.weight"], c.rms_eps)
+        q = self.proj(l, "q", h).view(T, c.n_head, c.head_dim)
+        k = self.proj(l, "k", h).view(T, c.n_kv_head, c.head_dim)
+        v = self.proj(l, "v", h).view(T, c.n_kv_head, c.head_dim)
+        if c.qk_norm:
+            q = rms_norm(q, self.w[p + "attn_q_norm.weight"], c.rms_eps)
+            k = rms_norm(k, self.w[p + "attn_k_norm.weight"], c.rms_eps)
+        q = apply_rope(q, pos, inv_freq, c.rope_style)
+        k = apply_rope(k, pos, inv_freq, c.rope_style)
+        # GQA: query head j reads key/value head j // group.
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(c.head_dim)
+        scores = scores.masked_fill(~mask[None, :, :], float("-inf"))
+        att = torch.softmax(scores, dim=-1)
+        o = torch.einsum("hts,shd->thd", att, v).reshape(T, c.n_head * c.head_dim)
+        x = x + self.proj(l, "o", o)
+        h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.rms_eps)
+        g = self.proj(l, "gate", h)
+        u = self.proj(l, "up", h)
+        x = x + self.proj(l, "down", torch.nn.functional.silu(g) * u)
+        return x
+
     def hidden(self, tokens: torch.Tensor, seq_start=None) -> torch.Tensor:
         c = self.cfg
         T = tokens.shape[0]
         pos, mask = positions_and_mask(T, seq_start)
         inv_freq = rope_inv_freq(c)
-        group = c.n_head // c.n_kv_head
         x = self.w["token_embd.weight"][tokens]
         for l in range(c.n_layer):
-            p = f"blk.{l}."
-            h = rms_norm(x, self.w[p + "attn_norm.weight"], c.rms_eps)
-            q = self.proj(l, "q", h).view(T, c.n_head, c.head_dim)
-            k = self.proj(l, "k", h).view(T, c.n_kv_head, c.head_dim)
-            v = self.proj(l, "v", h).view(T, c.n_kv_head, c.head_dim)
-            if c.qk_norm:
-                q = rms_norm(q, self.w[p + "attn_q_norm.weight"], c.rms_eps)
-                k = rms_norm(k, self.w[p + "attn_k_norm.weight"], c.rms_eps)
-            q = apply_rope(q, pos, inv_freq, c.rope_style)
-            k = apply_rope(k, pos, inv_freq, c.rope_style)
-            # GQA: query head j reads key/value head j // group.
-            k = k.repeat_interleave(group, dim=1)
-            v = v.repeat_interleave(group, dim=1)
-            scores = torch.einsum("thd,shd->hts", q, k) / math.sqrt(c.head_dim)
-            scores = scores.masked_fill(~mask[None, :, :], float("-inf"))
-            att = torch.softmax(scores, dim=-1)
-            o = torch.einsum("hts,shd->thd", att, v).reshape(T, c.n_head * c.head_dim)
-            x = x + self.proj(l, "o", o)
-            h = rms_norm(x, self.w[p + "ffn_norm.weight"], c.rms_eps)
-            g = self.proj(l, "gate", h)
-            u = self.proj(l, "up", h)
-            x = x + self.proj(l, "down", torch.nn.functional.silu(g) * u)
+            x = self.block(l, x, pos, mask, inv_freq)
         return rms_norm(x, self.w["output_norm.weight"], c.rms_eps)
 
     def forward(self, tokens: torch.Tensor, seq_start=None) -> torch.Tensor:
