@@ -180,7 +180,7 @@ nlcli::Register reg_generate(
       sub.add_option("-p,--prompt", a->prompt, "prompt text (default: start from BOS)");
       sub.add_option("--prompt-ids", a->prompt_ids, "prompt as token ids separated by spaces (instead of --prompt)");
       sub.add_flag("--chat", a->chat, "render the prompt as a user message with the model's chat template");
-      sub.add_option("--chat-format", a->chat_format, "chat template to use instead of detecting it: chatml, llama3");
+      sub.add_option("--chat-format", a->chat_format, "chat template to use instead of detecting it: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1");
       sub.add_option("--system", a->system, "system message for --chat");
       sub.add_option("-n,--n-tokens", a->n, "maximum number of new tokens")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
       sub.add_option("--temp", a->temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
