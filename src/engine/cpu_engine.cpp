@@ -11,6 +11,9 @@
 // No thread ever writes another's outputs, so no locks, no transposed copy, and results do
 // not depend on the thread count. With the scalar kernels the summation order is the one
 // of reference_products.h (bit-identical); the SIMD kernels agree with it to rounding.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -157,6 +160,21 @@ class CpuEngine final : public FrozenEngine {
     EngineTicket ticket;
   };
 
+  // The tiles are now the only copy the engine reads; the file pages just read to make them
+  // would stay resident (a second copy of the weights). Hand them back to the kernel:
+  // MADV_PAGEOUT never changes what the memory holds (a later read, e.g. the embedding
+  // lookup of a tied head, faults the bytes in again). Best effort; whole pages only.
+  static void release_file_pages(const TensorView& v) {
+#ifdef MADV_PAGEOUT
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+#else
+    (void)v;
+#endif
+  }
+
   void add(const TensorView& v) {
     if (!v.present()) fail(v.name.empty() ? "engine" : v.name, "weight tensor missing", "the model file is incomplete");
     const QTypeInfo& info = qtype_info(v.type);
@@ -172,9 +190,10 @@ class CpuEngine final : public FrozenEngine {
     m.row_bytes = v.row_bytes();
     m.block_size = info.block_size;
     m.block_bytes = info.block_bytes;
-    if (engine::has_tiled_layout(v.type))
+    if (engine::has_tiled_layout(v.type)) {
       m.tiles = engine::make_tiles(v);
-    else
+      release_file_pages(v);
+    } else
       m.row_data = v.data;
     mats_.push_back(std::move(m));
   }

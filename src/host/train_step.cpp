@@ -13,9 +13,6 @@
 // model shapes and the largest batch seen, and are reused across steps.
 #include "nightlora/host/train_step.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -48,34 +45,6 @@ Buf load_vector(const TensorView& t, int64_t expect, const char* what) {
   Buf v(static_cast<size_t>(n));
   dequantize_row(t.type, t.data, v.data(), n);
   return v;
-}
-
-// The cpu engine repacks Q4_0 / Q8_0 matrices into tiles of its own at load (the types of
-// engine::has_tiled_layout in src/engine/tile_layout.h; should that list change, a matrix
-// released here but still read by the engine is simply faulted in again); it reads
-// the file's copy once to do that and never again. Those file pages stay mapped and count
-// in the process's resident memory: a second copy of nearly the whole model. Hand them
-// back to the kernel. MADV_PAGEOUT never changes what the memory holds (a later read just
-// faults the bytes in again, as the embedding lookup does for the rows it needs), so it is
-// safe on any memory; only whole pages inside each matrix are released.
-void release_repacked_file_pages(const Model& model, const FrozenEngine& engine) {
-#ifdef MADV_PAGEOUT
-  if (engine.backend() != "cpu") return;
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  auto release = [&](const TensorView& t) {
-    if (!t.present() || (t.type != QType::Q4_0 && t.type != QType::Q8_0)) return;
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(t.data) + t.nbytes) / page * page;
-    // Best effort: a kernel that declines (e.g. a file the user may not write) just keeps them.
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
-  };
-  for (const LayerWeights& l : model.weights.layers)
-    for (int p = 0; p < kNumProj; ++p) release(l.proj(static_cast<Proj>(p)));
-  release(model.weights.output.present() ? model.weights.output : model.weights.tok_embd);
-#else
-  (void)model;
-  (void)engine;
-#endif
 }
 
 struct LayerVectors {
@@ -129,7 +98,6 @@ struct TrainStep::Impl {
       lv.push_back(std::move(v));
     }
     out_norm = load_vector(m.weights.output_norm, d, "output_norm");
-    release_repacked_file_pages(m, e);
   }
 
   void plan(int64_t T, int64_t rank, int64_t max_seq) {
