@@ -128,11 +128,13 @@ class CpuEngine final : public FrozenEngine {
   int64_t rows(WeightHandle h) const override { return at(h).rows; }
   int64_t cols(WeightHandle h) const override { return at(h).cols; }
 
-  EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y) override {
-    return submit(Job{Job::Forward, &at(h), X, T, Y, 0});
+  EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y,
+                              Precision p = Precision::F32) override {
+    return submit(Job{Job::Forward, &at(h), X, T, Y, p, 0});
   }
-  EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX) override {
-    return submit(Job{Job::InputGrad, &at(h), dY, T, dX, 0});
+  EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX,
+                                 Precision p = Precision::F32) override {
+    return submit(Job{Job::InputGrad, &at(h), dY, T, dX, p, 0});
   }
 
   void wait(EngineTicket t) override {
@@ -157,6 +159,7 @@ class CpuEngine final : public FrozenEngine {
     const float* in;
     int64_t T;
     float* out;
+    Precision precision;  // work in progress: f16 and int8 kernels land in the next commits
     EngineTicket ticket;
   };
 

@@ -23,6 +23,17 @@ struct EngineOptions {
   std::string isa = "auto";
 };
 
+// Numeric mode of one frozen product; the precision plan picks one per (layer, projection, product).
+//  F32:  f32 activations, f32 accumulation.
+//  F16:  activations and outputs stored as f16 (as accelerators store them), each output row
+//        scaled by a power of two chosen from its magnitude (the range guard) so it neither
+//        overflows nor flushes to zero, unscaled in f32 afterwards; f32 accumulation.
+//  Int8: activations quantized to int8 per row/block, integer dot products.
+// Every backend accepts all three modes for every weight type it supports.
+enum class Precision : uint8_t { F32 = 0, F16 = 1, Int8 = 2 };
+const char* precision_name(Precision p);          // "f32" | "f16" | "int8"
+Precision parse_precision(const std::string& s);  // throws nl::Error naming the accepted values
+
 // A resident matrix: one of the seven projections of a layer, or the output head.
 using WeightHandle = int32_t;
 // Identifies a submitted product; tickets grow with each submit.
@@ -45,9 +56,12 @@ class FrozenEngine {
 
   // Y (T x rows) = X (T x cols) · Wᵀ. Y is overwritten. X and Y must stay valid and
   // untouched until wait() on the returned ticket returns.
-  virtual EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y) = 0;
+  // `p` is the numeric mode of this product (see Precision); the default is plain f32.
+  virtual EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y,
+                                      Precision p = Precision::F32) = 0;
   // dX (T x cols) = dY (T x rows) · W. dX is overwritten. Same lifetime rule.
-  virtual EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX) = 0;
+  virtual EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX,
+                                         Precision p = Precision::F32) = 0;
   // Blocks until the product with this ticket (and every earlier one) is done.
   virtual void wait(EngineTicket t) = 0;
 
@@ -59,8 +73,12 @@ class FrozenEngine {
   virtual size_t resident_weight_bytes() const = 0;
 
   // Synchronous conveniences.
-  void forward(WeightHandle h, const float* X, int64_t T, float* Y) { wait(submit_forward(h, X, T, Y)); }
-  void input_grad(WeightHandle h, const float* dY, int64_t T, float* dX) { wait(submit_input_grad(h, dY, T, dX)); }
+  void forward(WeightHandle h, const float* X, int64_t T, float* Y, Precision p = Precision::F32) {
+    wait(submit_forward(h, X, T, Y, p));
+  }
+  void input_grad(WeightHandle h, const float* dY, int64_t T, float* dX, Precision p = Precision::F32) {
+    wait(submit_input_grad(h, dY, T, dX, p));
+  }
 };
 
 // Creates the engine for `model`, loading every projection matrix once into its resident
