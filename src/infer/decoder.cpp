@@ -222,6 +222,12 @@ std::vector<float> Decoder::forward(std::span<const int32_t> tokens, bool all_lo
 int64_t Decoder::n_past() const { return impl_->n_past; }
 int64_t Decoder::max_context() const { return impl_->max_ctx; }
 void Decoder::reset() { impl_->n_past = 0; }
+void Decoder::truncate(int64_t n) {
+  if (n < 0 || n > impl_->n_past)
+    fail("decoder", "cannot keep " + std::to_string(n) + " cached positions: only " + std::to_string(impl_->n_past) +
+                        " are cached");
+  impl_->n_past = n;
+}
 const Model& Decoder::model() const { return impl_->model; }
 
 }  // namespace nl

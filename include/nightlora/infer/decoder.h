@@ -44,6 +44,10 @@ class Decoder {
   int64_t max_context() const;
   // Forgets the cached context: the next forward starts at position 0.
   void reset();
+  // Keeps only the first n cached positions (0 <= n <= n_past()): the next forward continues
+  // at position n. Lets several continuations of one prompt be run without recomputing it.
+  // Throws nl::Error for n outside that range.
+  void truncate(int64_t n);
 
   const Model& model() const;
 
