@@ -8,4 +8,12 @@ namespace nl {
 
 std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, const EngineOptions& opt);
 
+#ifdef NL_HAVE_VULKAN
+// src/engine/vulkan/: built only when CMake found Vulkan and glslc (NL_HAVE_VULKAN).
+std::unique_ptr<FrozenEngine> make_vulkan_engine(const Model& model, const EngineOptions& opt);
+// True when a Vulkan GPU (discrete, integrated or virtual; not a CPU implementation such as
+// lavapipe) with a compute queue is present: what --engine auto chooses the backend by.
+bool vulkan_gpu_present();
+#endif
+
 }  // namespace nl

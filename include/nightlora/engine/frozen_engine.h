@@ -16,7 +16,7 @@
 namespace nl {
 
 struct EngineOptions {
-  std::string backend = "cpu";  // "cpu" (more later)
+  std::string backend = "cpu";  // "cpu", "vulkan", or "auto" (vulkan when a GPU is present, else cpu)
   int threads = 0;              // 0: all cores
   // Kernel instruction set of the cpu backend: "auto" (the best this CPU runs; the
   // environment variable NL_ENGINE_ISA=scalar|avx2 overrides it), "scalar" or "avx2".
@@ -33,6 +33,17 @@ struct EngineOptions {
 enum class Precision : uint8_t { F32 = 0, F16 = 1, Int8 = 2 };
 const char* precision_name(Precision p);          // "f32" | "f16" | "int8"
 Precision parse_precision(const std::string& s);  // throws nl::Error naming the accepted values
+
+// Time the products spent on a backend's own device clock (Vulkan timestamp queries), summed
+// over the products completed since the engine was made; `measured` is false for backends
+// that run on the host's threads (cpu) or devices without timestamps. A step-time breakdown
+// takes differences of two readings; the host's time blocked in wait() is measured apart.
+struct EngineDeviceTime {
+  bool measured = false;
+  double forward_s = 0;     // forward / recompute products
+  double input_grad_s = 0;  // input-gradient products
+  int64_t products = 0;     // products completed
+};
 
 // A resident matrix: one of the seven projections of a layer, or the output head.
 using WeightHandle = int32_t;
@@ -71,6 +82,9 @@ class FrozenEngine {
   virtual size_t resident_bytes() const = 0;
   // The resident weight bytes alone (for the cpu backend: the quantized rows as stored).
   virtual size_t resident_weight_bytes() const = 0;
+
+  // Device time of the completed products (see EngineDeviceTime).
+  virtual EngineDeviceTime device_time() const { return {}; }
 
   // Synchronous conveniences.
   void forward(WeightHandle h, const float* X, int64_t T, float* Y, Precision p = Precision::F32) {
