@@ -11,6 +11,18 @@
 // No thread ever writes another's outputs, so no locks, no transposed copy, and results do
 // not depend on the thread count. With the scalar kernels the summation order is the one
 // of reference_products.h (bit-identical); the SIMD kernels agree with it to rounding.
+//
+// Precision modes (per product, see Precision in frozen_engine.h):
+//  - f32: the above.
+//  - f16: the input rows are guarded and rounded to f16 into a staging buffer (range_guard.h),
+//    the f32 kernels run on it, then each output row is unscaled, guarded and rounded to f16
+//    in place. Weights are the same dequantized values as in f32 mode.
+//  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
+//    columns), then each (row group x token block) task packs its 8 rows into an int8 panel
+//    and runs integer dot products; input grad packs 32 rows x the task's columns at a time
+//    and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
+//    types are requantized from the dequantized panel.
+// The scalar kernels reproduce precision_reference.h exactly in every mode.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -24,6 +36,8 @@
 
 #include "backends.h"
 #include "kernels.h"
+#include "kernels_int8.h"
+#include "range_guard.h"
 #include "tile_layout.h"
 #include "nightlora/engine/reference_products.h"
 #include "nightlora/util/thread_pool.h"
@@ -92,10 +106,61 @@ void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, con
   }
 }
 
+// Input rows of an int8 forward product, quantized once per product (kernels_int8.h).
+struct Int8Rows {
+  int64_t blocks = 0;  // per row
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+};
+
+bool int8_native(const ResidentMatrix& m) {
+  return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
+}
+
+void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
+                       const Int8Rows& x, float* Y, int64_t g, int64_t t0, int64_t t1) {
+  thread_local engine::ForwardPanel panel;
+  const int64_t rows = m.rows, cols = m.cols;
+  const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
+  if (int8_native(m)) {
+    k8.pack_forward_tiles(m.tiles, g, panel);
+  } else {
+    float* floats = scratch_panel(nr * cols);
+    fill_panel(k, m, r0, nr, 0, cols, floats, cols);
+    engine::pack_forward_floats(floats, cols, nr, cols, panel);
+  }
+  const int64_t ldq = x.blocks * engine::kQ8Block;
+  k8.forward(x.q.data() + t0 * ldq, x.d.data() + t0 * x.blocks, x.sum.data() + t0 * x.blocks, ldq, t1 - t0, panel,
+             nr, Y + t0 * rows + r0, rows);
+}
+
+void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
+                          const float* dY, float* dX, int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
+  thread_local engine::GradPanel panel;
+  const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
+  for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
+  for (int64_t rb = 0; rb * engine::kGradRowBlock < rows; ++rb) {
+    const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0);
+    if (int8_native(m)) {
+      k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
+    } else {
+      float* floats = scratch_panel(engine::kGradRowBlock * n);
+      for (int64_t i = 0; i < nrows; i += kTileRows)
+        fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
+      engine::pack_grad_floats(floats, n, nrows, n, panel);
+    }
+    k8.input_grad(dY + t0 * rows + r0, rows, nrows, t1 - t0, panel, n, dX + t0 * cols + c0, cols);
+  }
+}
+
 class CpuEngine final : public FrozenEngine {
  public:
   CpuEngine(const Model& model, const EngineOptions& opt)
-      : kernels_(engine::select_kernels(opt.isa)), pool_(opt.threads) {
+      : kernels_(engine::select_kernels(opt.isa)),
+        int8_(engine::int8_kernels_for(kernels_.isa)),
+        f16_(engine::f16_kernels_for(kernels_.isa)),
+        pool_(opt.threads) {
     const ModelConfig& cfg = model.config;
     n_layer_ = cfg.n_layer;
     if (static_cast<int64_t>(model.weights.layers.size()) != n_layer_)
@@ -159,7 +224,7 @@ class CpuEngine final : public FrozenEngine {
     const float* in;
     int64_t T;
     float* out;
-    Precision precision;  // work in progress: f16 and int8 kernels land in the next commits
+    Precision precision;
     EngineTicket ticket;
   };
 
@@ -234,30 +299,107 @@ class CpuEngine final : public FrozenEngine {
   }
 
   void run(const Job& job) {
-    const ResidentMatrix& m = *job.m;
-    const int64_t T = job.T;
-    if (T <= 0) return;
+    if (job.T <= 0) return;
+    switch (job.precision) {
+      case Precision::F32: run_f32(job.kind, *job.m, job.in, job.T, job.out); return;
+      case Precision::F16: run_f16(job); return;
+      case Precision::Int8: run_int8(job); return;
+    }
+  }
+
+  void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
     const int64_t n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
-    if (job.kind == Job::Forward) {
+    if (kind == Job::Forward) {
       const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
       pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i) {
         const int64_t g = i / n_tblocks, tb = i % n_tblocks;
-        forward_task(kernels_, m, job.in, job.out, g, tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+        forward_task(kernels_, m, in, out, g, tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
-      const int64_t cols = m.cols;
-      const int64_t cb_size = std::max<int64_t>(m.block_size, kColsPerTask / m.block_size * m.block_size);
+      const int64_t cols = m.cols, cb_size = input_grad_cols_per_task(m);
       const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
       pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i) {
         const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
-        input_grad_task(kernels_, m, job.in, job.out, cb * cb_size, std::min(cols, (cb + 1) * cb_size),
-                        tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+        input_grad_task(kernels_, m, in, out, cb * cb_size, std::min(cols, (cb + 1) * cb_size), tb * kTokensPerTask,
+                        std::min(T, (tb + 1) * kTokensPerTask));
+      });
+    }
+  }
+
+  // Column blocks of the input-gradient tasks: aligned to the quantization block (and so to
+  // the 32-column int8 blocks: every block size divides or is a multiple of 32).
+  static int64_t input_grad_cols_per_task(const ResidentMatrix& m) {
+    return std::max<int64_t>(m.block_size, kColsPerTask / m.block_size * m.block_size);
+  }
+
+  // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
+  template <class Body>
+  void for_token_ranges(int64_t T, Body&& body) {
+    constexpr int64_t kRows = 8;
+    pool_.parallel_for((T + kRows - 1) / kRows, [&](int64_t i) { body(i * kRows, std::min(T, (i + 1) * kRows)); });
+  }
+
+  void run_f16(const Job& job) {
+    const ResidentMatrix& m = *job.m;
+    const int64_t T = job.T;
+    const int64_t n_in = job.kind == Job::Forward ? m.cols : m.rows;
+    const int64_t n_out = job.kind == Job::Forward ? m.rows : m.cols;
+    if (static_cast<int64_t>(staged_.size()) < T * n_in) staged_.resize(static_cast<size_t>(T * n_in));
+    if (static_cast<int64_t>(row_scale_.size()) < T) row_scale_.resize(static_cast<size_t>(T));
+    for_token_ranges(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        row_scale_[static_cast<size_t>(t)] =
+            engine::guard_input_row(f16_, job.in + t * n_in, n_in, staged_.data() + t * n_in);
+    });
+    run_f32(job.kind, m, staged_.data(), T, job.out);
+    for_token_ranges(T, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        engine::guard_output_row(f16_, job.out + t * n_out, n_out, row_scale_[static_cast<size_t>(t)]);
+    });
+  }
+
+  void run_int8(const Job& job) {
+    const ResidentMatrix& m = *job.m;
+    const int64_t T = job.T, n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
+    if (job.kind == Job::Forward) {
+      const int64_t cols = m.cols, blocks = (cols + engine::kQ8Block - 1) / engine::kQ8Block;
+      x8_.blocks = blocks;
+      if (static_cast<int64_t>(x8_.d.size()) < T * blocks) {
+        x8_.q.resize(static_cast<size_t>(T * blocks * engine::kQ8Block));
+        x8_.d.resize(static_cast<size_t>(T * blocks));
+        x8_.sum.resize(static_cast<size_t>(T * blocks));
+      }
+      for_token_ranges(T, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
+                             x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
+      });
+      const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
+      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i) {
+        const int64_t g = i / n_tblocks, tb = i % n_tblocks;
+        forward_task_int8(kernels_, int8_, m, x8_, job.out, g, tb * kTokensPerTask,
+                          std::min(T, (tb + 1) * kTokensPerTask));
+      });
+    } else {
+      const int64_t cols = m.cols, cb_size = input_grad_cols_per_task(m);
+      const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
+      pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i) {
+        const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
+        input_grad_task_int8(kernels_, int8_, m, job.in, job.out, cb * cb_size, std::min(cols, (cb + 1) * cb_size),
+                             tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     }
   }
 
   const engine::PanelKernels& kernels_;
+  const engine::Int8Kernels& int8_;
+  const engine::F16Kernels& f16_;
   ThreadPool pool_;
+  // Staging of the f16 and int8 modes, reused by every product (products run one at a time,
+  // on the dispatcher thread): activation-sized, never weight-sized.
+  std::vector<float> staged_;
+  std::vector<int> row_scale_;
+  Int8Rows x8_;
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
 

@@ -1,0 +1,117 @@
+// The int8 precision mode of the cpu engine: activations quantized to int8 per block of 32
+// values (like llama.cpp's q8_0 activations), integer dot products with int8 weights, f32
+// accumulation across blocks.
+//
+// Weights: Q4_0 and Q8_0 matrices use their own quants and scales exactly (nothing is
+// requantized). Every other type (F16, F32, K-quants) is dequantized as in f32 mode and its
+// rows requantized to int8 per 32 columns with the activation quantizer (scale max|w|/127):
+// an extra relative error of at most 1/254 of each 32-value block's largest weight.
+//
+// The definition, for one token t and one matrix W (rows r, columns c, blocks b of 32):
+//   forward     Y[t,r]  = sum over b, in increasing order, as a chain of f32 fused
+//                         multiply-adds:  acc = fma(float(isum), dw[r,b] * dx[t,b], acc)
+//               isum    = sum_j qx[t,b,j] * qw[r,b,j]   (exact, in integers)
+//   input grad  dX = dY·W reduces over rows, along which W's scale dw[r,b] varies: it is
+//               folded into dY first. For column block b and row block R (32 rows):
+//                 v[r] = dY[t,r] * dw[r,b] (r in R), quantized per (t, b, R) -> qv, e
+//               dX[t,c] = sum over R, in increasing order: acc = fma(float(isum), e, acc)
+//               isum    = sum_{r in R} qv[r] * qw[r,c]
+//               The requantization costs about 1/32 of the product (one pass over 32 rows
+//               per 32x32 weight tile).
+// The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
+// to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
+// multiple of 32, f32/f16 weights only) are padded with zeros.
+//
+// Every kernel set (scalar, AVX2, NEON) computes exactly these integers and this f32 chain,
+// so they agree bit for bit with each other and with precision_reference.h.
+//
+// Panels: the kernels read weights from small per-thread panels packed for a whole block of
+// tokens (the "4-byte chunk" layout, as llama.cpp's repacked q4_0 x q8_0 kernels and the
+// sdot lane form want it), never from a full int8 copy of W.
+//   ForwardPanel: 8 rows x all column blocks; per block 8 chunks (4 consecutive columns),
+//                 each chunk 8 rows x 4 bytes (32 bytes).
+//   GradPanel:    32 rows (one row block) x the task's column blocks, transposed: per block
+//                 4 groups of 8 columns, each 8 chunks (4 consecutive rows) of 8 columns x
+//                 4 bytes.
+// Q4_0 weights stay unsigned nibbles u in [0, 15] (value u - 8) in the panels: AVX2's
+// vpmaddubsw multiplies unsigned by signed bytes, and sum (u - 8) q = sum u q - 8 sum q, so
+// the offset costs one subtraction per block (sum q comes with the quantized activations).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tile_layout.h"
+
+namespace nl::engine {
+
+inline constexpr int64_t kQ8Block = 32;  // values per int8 activation block
+inline constexpr int64_t kGradRowBlock = 32;  // rows per input-gradient reduction block
+
+// How a panel's weight bytes read: unsigned Q4_0 nibbles (value u - 8) or signed int8.
+enum class Int8Kind : uint8_t { Nibble, Signed };
+
+struct ForwardPanel {
+  Int8Kind kind = Int8Kind::Signed;
+  int64_t blocks = 0;
+  std::vector<uint8_t> q;  // blocks x 8 chunks x 8 rows x 4 bytes (padded rows: 0)
+  std::vector<float> d;    // blocks x 8 rows (padded rows: 0)
+  void resize(int64_t nb) {
+    blocks = nb;
+    if (q.size() < static_cast<size_t>(nb * 256)) q.resize(static_cast<size_t>(nb * 256));
+    if (d.size() < static_cast<size_t>(nb * 8)) d.resize(static_cast<size_t>(nb * 8));
+  }
+};
+
+struct GradPanel {
+  Int8Kind kind = Int8Kind::Signed;
+  int64_t blocks = 0;
+  std::vector<uint8_t> q;  // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
+  std::vector<float> d;    // blocks x 32 rows: the weight scales folded into dY (padded rows: 0)
+  void resize(int64_t nb) {
+    blocks = nb;
+    if (q.size() < static_cast<size_t>(nb * 1024)) q.resize(static_cast<size_t>(nb * 1024));
+    if (d.size() < static_cast<size_t>(nb * 32)) d.resize(static_cast<size_t>(nb * 32));
+  }
+};
+
+struct Int8Kernels {
+  const char* isa;
+  // Quantizes x[0, n) per 32 values (the tail padded with zeros): ceil(n/32) blocks of 32
+  // int8 in q, their scales in d and the sum of each block's quants in sum.
+  void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
+  // Packs row group g (8 rows) of a Q4_0/Q8_0 tiled matrix, every column block.
+  void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
+  // Packs rows [32*rb, 32*rb + 32) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
+  void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
+  // Y[t*ldy + i] for t < nt, i < nr: tokens quantized by quantize_row, row t of q at
+  // q + t * ldq (ldq = 32 * blocks), of d and sum at t * blocks.
+  void (*forward)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                  const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);
+  // Adds one row block's contribution to D[t*ldd + c] (t < nt, c < n): G holds the nrows
+  // (<= 32) dY values of the block for token t at G + t * ldg.
+  void (*input_grad)(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n,
+                     float* D, int64_t ldd);
+};
+
+const Int8Kernels& int8_kernels_scalar();
+const Int8Kernels* int8_kernels_avx2();  // nullptr without AVX2 (build or CPU)
+// nullptr off aarch64; sdot kernels when the CPU has the dot-product extension, else the
+// widening ones (int8_kernels_neon_widening, also reachable directly for tests).
+const Int8Kernels* int8_kernels_neon();
+const Int8Kernels* int8_kernels_neon_widening();
+// The int8 kernels for the isa of the engine's panel kernels ("scalar", "avx2", "neon").
+const Int8Kernels& int8_kernels_for(const std::string& isa);
+
+// The scalar quantizer of one block of 32 values (the definition; every ISA matches it).
+void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);
+
+// Packers from dequantized f32 panels (every weight type other than Q4_0/Q8_0): each row's
+// 32-column blocks are requantized with quantize_block_scalar.
+//   forward: rows i < nr (<= 8) of P (row i at P + i*ldp), columns [0, n).
+void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
+//   input grad: rows i < nrows (<= 32) of P, columns [0, n) (one task's column range,
+//   starting on a 32-column block boundary of W).
+void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
+
+}  // namespace nl::engine

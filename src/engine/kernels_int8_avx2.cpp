@@ -1,0 +1,312 @@
+// AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h). Compiled for AVX2+FMA function
+// by function (the pragma below) and handed out only when the CPU has them.
+//
+// The integer dot product is vpmaddubsw (unsigned x signed bytes -> pairs summed into int16)
+// then vpmaddwd with ones (-> int32). Q4_0 panels hold unsigned nibbles, so the activations
+// (signed) go straight into vpmaddubsw and, as |nibble x q| <= 15 x 128, the eight 4-byte
+// chunks of a block can be summed in int16 before a single vpmaddwd (the multiply pipe is
+// the bottleneck; this halves its work). Signed panels (Q8_0, requantized types) use the sign
+// trick, vpmaddubsw(|w|, sign(x, w)), and widen every chunk.
+//
+// A 4-byte chunk of activations is broadcast to all 8 lanes, each lane holding the same 4
+// columns of another weight row (forward) or 4 rows of another column (input grad), so
+// each int32 lane ends with one output's dot product: no horizontal sums.
+#include "kernels_int8.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace nl::engine {
+namespace {
+
+inline __m256i broadcast_chunk(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The quantizer of kernels_int8.h on 32 floats in four registers: same max, same scale,
+// same products and the same round-half-to-even conversion as quantize_block_scalar.
+inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q, float* d, int32_t* sum) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                           _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float amax = _mm_cvtss_f32(h);
+  const float scale = amax / 127.0f;
+  const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+  const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv));
+  const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv));
+  const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, inv));
+  const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, inv));
+  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  // packs work per 128-bit lane; the permute puts the 32 bytes back in column order.
+  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  *d = scale;
+  *sum = _mm_cvtsi128_si32(s4);
+}
+
+void quantize_row_avx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  int64_t b = 0;
+  for (; (b + 1) * kQ8Block <= n; ++b) {
+    const float* v = x + b * kQ8Block;
+    quantize_block(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8), _mm256_loadu_ps(v + 16), _mm256_loadu_ps(v + 24),
+                   q + b * kQ8Block, d + b, sum + b);
+  }
+  if (b * kQ8Block < n) {
+    float v[kQ8Block] = {};
+    std::memcpy(v, x + b * kQ8Block, static_cast<size_t>(n - b * kQ8Block) * sizeof(float));
+    quantize_block_scalar(v, q + b * kQ8Block, d + b, sum + b);
+  }
+}
+
+float tile_scale(const uint8_t* tile, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, tile + i * 2, 2);
+  return _cvtsh_ss(bits);
+}
+
+// out[k] = dword k of rows a, b, c, d (a 4x4 transpose of 32-bit elements).
+inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i out[4]) {
+  const __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpackhi_epi32(a, b);
+  const __m128i t2 = _mm_unpacklo_epi32(c, d), t3 = _mm_unpackhi_epi32(c, d);
+  out[0] = _mm_unpacklo_epi64(t0, t2);
+  out[1] = _mm_unpackhi_epi64(t0, t2);
+  out[2] = _mm_unpacklo_epi64(t1, t3);
+  out[3] = _mm_unpackhi_epi64(t1, t3);
+}
+
+void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nb = m.n_blocks();
+  const bool q4 = m.type == QType::Q4_0;
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(nb);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = m.tile(g, b);
+    const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
+    for (int64_t i = 0; i < 8; ++i) p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale(tile, i) : 0.0f;
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 256);
+    for (int half = 0; half < (q4 ? 1 : 2); ++half) {
+      __m128i r[8];
+      for (int64_t i = 0; i < 8; ++i)
+        r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + i * quant_bytes + half * 16))
+                      : _mm_setzero_si128();
+      __m128i lo[4], hi[4];
+      transpose_dwords(r[0], r[1], r[2], r[3], lo);
+      transpose_dwords(r[4], r[5], r[6], r[7], hi);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i chunk = _mm256_set_m128i(hi[k], lo[k]);
+        if (q4) {
+          _mm256_storeu_si256(out + k, _mm256_and_si256(chunk, low));
+          _mm256_storeu_si256(out + k + 4, _mm256_and_si256(_mm256_srli_epi16(chunk, 4), low));
+        } else {
+          _mm256_storeu_si256(out + half * 4 + k, chunk);
+        }
+      }
+    }
+  }
+}
+
+void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q4 = m.type == QType::Q4_0;
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(b1 - b0);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = b0; b < b1; ++b) {
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
+    float* scales = p.d.data() + (b - b0) * 32;
+    for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+      const int64_t row0 = rb * kGradRowBlock + 4 * k;
+      const int64_t g = row0 / kTileRows, i0 = row0 % kTileRows;
+      const int64_t nr = row0 < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
+      for (int64_t s = 0; s < 4; ++s) scales[4 * k + s] = i0 + s < nr ? tile_scale(tile, i0 + s) : 0.0f;
+      for (int half = 0; half < (q4 ? 1 : 2); ++half) {
+        __m128i r[4];
+        for (int64_t s = 0; s < 4; ++s)
+          r[s] = i0 + s < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                   tile + static_cast<size_t>(nr) * 2 + (i0 + s) * quant_bytes + half * 16))
+                             : _mm_setzero_si128();
+        // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
+        const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+        const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+        const __m256i cols0_7 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
+        const __m256i cols8_15 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
+        if (q4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31
+          _mm256_storeu_si256(out + 0 * 8 + k, _mm256_and_si256(cols0_7, low));
+          _mm256_storeu_si256(out + 1 * 8 + k, _mm256_and_si256(cols8_15, low));
+          _mm256_storeu_si256(out + 2 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols0_7, 4), low));
+          _mm256_storeu_si256(out + 3 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols8_15, 4), low));
+        } else {
+          _mm256_storeu_si256(out + (2 * half + 0) * 8 + k, cols0_7);
+          _mm256_storeu_si256(out + (2 * half + 1) * 8 + k, cols8_15);
+        }
+      }
+    }
+  }
+}
+
+// Integer dot products of 8 panel lanes with one 32-value activation block, given as its
+// eight broadcast 4-byte chunks; w points at the block's 8 chunk registers.
+inline __m256i dot_nibbles(const __m256i* w, const __m256i x[8]) {
+  __m256i acc = _mm256_maddubs_epi16(_mm256_loadu_si256(w), x[0]);
+  for (int c = 1; c < 8; ++c) acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(_mm256_loadu_si256(w + c), x[c]));
+  return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+}
+inline __m256i dot_signed(const __m256i* w, const __m256i x[8]) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i wc = _mm256_loadu_si256(w + c);
+    const __m256i prod = _mm256_maddubs_epi16(_mm256_sign_epi8(wc, wc), _mm256_sign_epi8(x[c], wc));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, ones));
+  }
+  return acc;
+}
+
+template <int NT, Int8Kind K>
+inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, const ForwardPanel& p,
+                           int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
+    const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* xq = q + t * ldq + b * kQ8Block;
+      __m256i x[8];
+      for (int c = 0; c < 8; ++c) x[c] = broadcast_chunk(xq + 4 * c);
+      __m256i isum;
+      if constexpr (K == Int8Kind::Nibble)
+        isum = _mm256_sub_epi32(dot_nibbles(w, x), _mm256_set1_epi32(8 * sum[t * blocks + b]));
+      else
+        isum = dot_signed(w, x);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    if (nr == 8) {
+      _mm256_storeu_ps(Y + t * ldy, acc[t]);
+    } else {
+      float tmp[8];
+      _mm256_storeu_ps(tmp, acc[t]);
+      std::memcpy(Y + t * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
+    }
+  }
+}
+
+template <Int8Kind K>
+void forward_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4)
+    forward_tokens<4, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+  for (; t < nt; ++t)
+    forward_tokens<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+}
+
+void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  if (p.kind == Int8Kind::Nibble)
+    forward_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+  else
+    forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+}
+
+template <Int8Kind K>
+void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
+                     int64_t ldd) {
+  alignas(32) float padded[kGradRowBlock] = {};
+  alignas(32) int8_t qv[kGradRowBlock];
+  for (int64_t t = 0; t < nt; ++t) {
+    const float* g = G + t * ldg;
+    if (nrows < kGradRowBlock) {
+      std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
+      g = padded;
+    }
+    const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8), g2 = _mm256_loadu_ps(g + 16),
+                 g3 = _mm256_loadu_ps(g + 24);
+    float* out = D + t * ldd;
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      // dY with W's scales of this column block folded in, requantized (kernels_int8.h).
+      const float* dw = p.d.data() + b * 32;
+      float e;
+      int32_t s;
+      quantize_block(_mm256_mul_ps(g0, _mm256_loadu_ps(dw)), _mm256_mul_ps(g1, _mm256_loadu_ps(dw + 8)),
+                     _mm256_mul_ps(g2, _mm256_loadu_ps(dw + 16)), _mm256_mul_ps(g3, _mm256_loadu_ps(dw + 24)), qv, &e,
+                     &s);
+      __m256i x[8];
+      for (int c = 0; c < 8; ++c) x[c] = broadcast_chunk(qv + 4 * c);
+      const __m256 ev = _mm256_set1_ps(e);
+      const __m256i offset = _mm256_set1_epi32(8 * s);
+      for (int64_t cg = 0; cg < 4; ++cg) {
+        const int64_t c0 = b * kQ8Block + cg * 8;
+        if (c0 >= n) break;
+        const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 1024 + cg * 256);
+        __m256i isum;
+        if constexpr (K == Int8Kind::Nibble)
+          isum = _mm256_sub_epi32(dot_nibbles(w, x), offset);
+        else
+          isum = dot_signed(w, x);
+        if (c0 + 8 <= n) {
+          _mm256_storeu_ps(out + c0, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(out + c0)));
+        } else {
+          float tmp[8] = {};
+          std::memcpy(tmp, out + c0, static_cast<size_t>(n - c0) * sizeof(float));
+          _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(tmp)));
+          std::memcpy(out + c0, tmp, static_cast<size_t>(n - c0) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
+                     int64_t ldd) {
+  if (p.kind == Int8Kind::Nibble)
+    input_grad_kind<Int8Kind::Nibble>(G, ldg, nrows, nt, p, n, D, ldd);
+  else
+    input_grad_kind<Int8Kind::Signed>(G, ldg, nrows, nt, p, n, D, ldd);
+}
+
+}  // namespace
+}  // namespace nl::engine
+
+#pragma GCC pop_options
+
+namespace nl::engine {
+
+const Int8Kernels* int8_kernels_avx2() {
+  static const bool cpu_has_it =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const Int8Kernels k{"avx2",       quantize_row_avx2, pack_forward_tiles_avx2, pack_grad_tiles_avx2,
+                             forward_avx2, input_grad_avx2};
+  return cpu_has_it ? &k : nullptr;
+}
+
+}  // namespace nl::engine
+
+#else
+
+namespace nl::engine {
+const Int8Kernels* int8_kernels_avx2() { return nullptr; }
+}  // namespace nl::engine
+
+#endif

@@ -1,0 +1,210 @@
+// NEON int8 kernels for arm64 (layouts and arithmetic: kernels_int8.h). Two dot products:
+//  - sdot (vdotq_laneq_s32, the dot-product extension of ARMv8.2+, on most phones since
+//    2018): one instruction multiplies a 4-byte chunk of the activations, selected by lane,
+//    with 4 bytes of 4 panel lanes and adds into 4 int32;
+//  - without it, vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate).
+// Both read the same panels; Q4_0 nibbles (0..15) are valid signed bytes, so the nibble
+// offset is the same "- 8 * sum q" as on AVX2. The packers are the scalar ones (their cost
+// is spread over a whole block of tokens).
+#include "kernels_int8.h"
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#include <sys/auxv.h>
+
+#include <cstring>
+
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+
+namespace nl::engine {
+namespace {
+
+void quantize_block_neon(const float* v, int8_t* q, float* d, int32_t* sum) {
+  float32x4_t x[8];
+  float32x4_t m = vdupq_n_f32(0.0f);
+  for (int i = 0; i < 8; ++i) {
+    x[i] = vld1q_f32(v + 4 * i);
+    m = vmaxq_f32(m, vabsq_f32(x[i]));
+  }
+  const float amax = vmaxvq_f32(m);
+  const float scale = amax / 127.0f;
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  int32x4_t s = vdupq_n_s32(0);
+  int16x8_t h[4];
+  for (int i = 0; i < 4; ++i) {
+    const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(x[2 * i], inv));  // round half to even
+    const int32x4_t b = vcvtnq_s32_f32(vmulq_n_f32(x[2 * i + 1], inv));
+    s = vaddq_s32(s, vaddq_s32(a, b));
+    h[i] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+  }
+  vst1q_s8(q, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+  vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
+  *d = scale;
+  *sum = vaddvq_s32(s);
+}
+
+void quantize_row_neon(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  int64_t b = 0;
+  for (; (b + 1) * kQ8Block <= n; ++b) quantize_block_neon(x + b * kQ8Block, q + b * kQ8Block, d + b, sum + b);
+  if (b * kQ8Block < n) {
+    float v[kQ8Block] = {};
+    std::memcpy(v, x + b * kQ8Block, static_cast<size_t>(n - b * kQ8Block) * sizeof(float));
+    quantize_block_scalar(v, q + b * kQ8Block, d + b, sum + b);
+  }
+}
+
+// Dot products of the 8 lanes of one 32-value panel block (8 chunks of 32 bytes at w) with
+// the activation block x (32 int8): lanes 0..3 in lo, 4..7 in hi.
+#if defined(__ARM_FEATURE_DOTPROD)
+inline void dot_block_sdot(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
+  const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
+  int32x4_t a = vdupq_n_s32(0), b = vdupq_n_s32(0);
+#define NL_SDOT_CHUNK(c, xv, lane)                                                     \
+  a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32)), xv, lane);      \
+  b = vdotq_laneq_s32(b, vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32 + 16)), xv, lane);
+  NL_SDOT_CHUNK(0, x0, 0)
+  NL_SDOT_CHUNK(1, x0, 1)
+  NL_SDOT_CHUNK(2, x0, 2)
+  NL_SDOT_CHUNK(3, x0, 3)
+  NL_SDOT_CHUNK(4, x1, 0)
+  NL_SDOT_CHUNK(5, x1, 1)
+  NL_SDOT_CHUNK(6, x1, 2)
+  NL_SDOT_CHUNK(7, x1, 3)
+#undef NL_SDOT_CHUNK
+  lo = a;
+  hi = b;
+}
+#endif
+
+inline void dot_block_widening(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
+  int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  for (int c = 0; c < 8; ++c) {
+    int32_t chunk;
+    std::memcpy(&chunk, x + 4 * c, 4);
+    const int8x8_t xc = vreinterpret_s8_s32(vdup_n_s32(chunk));
+    const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
+    // Lanes of acc[k]: [lane 2k: two pair sums][lane 2k+1: two pair sums].
+    acc[0] = vpadalq_s16(acc[0], vmull_s8(vget_low_s8(w0), xc));
+    acc[1] = vpadalq_s16(acc[1], vmull_s8(vget_high_s8(w0), xc));
+    acc[2] = vpadalq_s16(acc[2], vmull_s8(vget_low_s8(w1), xc));
+    acc[3] = vpadalq_s16(acc[3], vmull_s8(vget_high_s8(w1), xc));
+  }
+  lo = vpaddq_s32(acc[0], acc[1]);
+  hi = vpaddq_s32(acc[2], acc[3]);
+}
+
+template <bool Dot>
+inline void dot_block(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  if constexpr (Dot) {
+    dot_block_sdot(w, x, lo, hi);
+    return;
+  }
+#endif
+  dot_block_widening(w, x, lo, hi);
+}
+
+template <bool Dot>
+void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  const bool nibble = p.kind == Int8Kind::Nibble;
+  for (int64_t t = 0; t < nt; ++t) {
+    float32x4_t acc_lo = vdupq_n_f32(0.0f), acc_hi = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      int32x4_t lo, hi;
+      dot_block<Dot>(p.q.data() + b * 256, q + t * ldq + b * kQ8Block, lo, hi);
+      if (nibble) {
+        const int32x4_t offset = vdupq_n_s32(8 * sum[t * blocks + b]);
+        lo = vsubq_s32(lo, offset);
+        hi = vsubq_s32(hi, offset);
+      }
+      const float dx = d[t * blocks + b];
+      acc_lo = vfmaq_f32(acc_lo, vcvtq_f32_s32(lo), vmulq_n_f32(vld1q_f32(p.d.data() + b * 8), dx));
+      acc_hi = vfmaq_f32(acc_hi, vcvtq_f32_s32(hi), vmulq_n_f32(vld1q_f32(p.d.data() + b * 8 + 4), dx));
+    }
+    float tmp[8];
+    vst1q_f32(tmp, acc_lo);
+    vst1q_f32(tmp + 4, acc_hi);
+    std::memcpy(Y + t * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+template <bool Dot>
+void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
+                     int64_t ldd) {
+  const bool nibble = p.kind == Int8Kind::Nibble;
+  float v[kGradRowBlock];
+  int8_t qv[kGradRowBlock];
+  for (int64_t t = 0; t < nt; ++t) {
+    const float* g = G + t * ldg;
+    float* out = D + t * ldd;
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      const float* dw = p.d.data() + b * 32;
+      for (int64_t r = 0; r < kGradRowBlock; ++r) v[r] = r < nrows ? g[r] * dw[r] : 0.0f;
+      float e;
+      int32_t s;
+      quantize_block_neon(v, qv, &e, &s);
+      for (int64_t cg = 0; cg < 4; ++cg) {
+        const int64_t c0 = b * kQ8Block + cg * 8;
+        if (c0 >= n) break;
+        int32x4_t lo, hi;
+        dot_block<Dot>(p.q.data() + b * 1024 + cg * 256, qv, lo, hi);
+        if (nibble) {
+          lo = vsubq_s32(lo, vdupq_n_s32(8 * s));
+          hi = vsubq_s32(hi, vdupq_n_s32(8 * s));
+        }
+        float tmp[8] = {};
+        const int64_t nc = n - c0 < 8 ? n - c0 : 8;
+        std::memcpy(tmp, out + c0, static_cast<size_t>(nc) * sizeof(float));
+        vst1q_f32(tmp, vfmaq_n_f32(vld1q_f32(tmp), vcvtq_f32_s32(lo), e));
+        vst1q_f32(tmp + 4, vfmaq_n_f32(vld1q_f32(tmp + 4), vcvtq_f32_s32(hi), e));
+        std::memcpy(out + c0, tmp, static_cast<size_t>(nc) * sizeof(float));
+      }
+    }
+  }
+}
+
+bool cpu_has_dotprod() {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const Int8Kernels* int8_kernels_neon_widening() {
+  static const Int8Kernels k{"neon",
+                             quantize_row_neon,
+                             int8_kernels_scalar().pack_forward_tiles,
+                             int8_kernels_scalar().pack_grad_tiles,
+                             forward_neon<false>,
+                             input_grad_neon<false>};
+  return &k;
+}
+
+const Int8Kernels* int8_kernels_neon() {
+  static const Int8Kernels k{"neon-dotprod",
+                             quantize_row_neon,
+                             int8_kernels_scalar().pack_forward_tiles,
+                             int8_kernels_scalar().pack_grad_tiles,
+                             forward_neon<true>,
+                             input_grad_neon<true>};
+  static const bool dot = cpu_has_dotprod();
+  return dot ? &k : int8_kernels_neon_widening();
+}
+
+}  // namespace nl::engine
+
+#else
+
+namespace nl::engine {
+const Int8Kernels* int8_kernels_neon() { return nullptr; }
+const Int8Kernels* int8_kernels_neon_widening() { return nullptr; }
+}  // namespace nl::engine
+
+#endif

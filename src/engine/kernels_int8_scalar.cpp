@@ -1,0 +1,183 @@
+// The scalar int8 kernels: straight loops over the panel layouts of kernels_int8.h. They
+// define the results the SIMD sets must reproduce bit for bit; the packers from f32 panels
+// (weights that are not Q4_0/Q8_0) are shared by every ISA.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels_int8.h"
+#include "nightlora/util/half.h"
+
+namespace nl::engine {
+namespace {
+
+// Byte offsets inside the panels (see kernels_int8.h).
+inline size_t forward_index(int64_t b, int64_t row, int64_t col) {
+  return static_cast<size_t>((b * 8 + col / 4) * 32 + row * 4 + col % 4);
+}
+inline size_t grad_index(int64_t b, int64_t row, int64_t col) {
+  return static_cast<size_t>(((b * 4 + col / 8) * 8 + row / 4) * 32 + (col % 8) * 4 + row % 4);
+}
+
+inline int weight_value(Int8Kind kind, uint8_t byte) {
+  return kind == Int8Kind::Nibble ? static_cast<int>(byte) - 8 : static_cast<int>(static_cast<int8_t>(byte));
+}
+
+float tile_scale(const uint8_t* tile, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, tile + i * 2, 2);
+  return fp16_to_f32(bits);
+}
+
+// Column j (< 32) of row i of a Q4_0/Q8_0 tile as the panel stores it: the Q4_0 nibble
+// (unsigned) or the Q8_0 byte.
+uint8_t tile_byte(const TiledMatrix& m, const uint8_t* tile, int64_t nr, int64_t i, int64_t j) {
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  const uint8_t* q = tile + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
+  if (m.type == QType::Q4_0) return j < 16 ? (q[j] & 0x0F) : (q[j - 16] >> 4);
+  return q[j];
+}
+
+Int8Kind tile_kind(const TiledMatrix& m) { return m.type == QType::Q4_0 ? Int8Kind::Nibble : Int8Kind::Signed; }
+
+void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  float v[kQ8Block];
+  for (int64_t b = 0; b * kQ8Block < n; ++b) {
+    const int64_t c0 = b * kQ8Block;
+    for (int64_t j = 0; j < kQ8Block; ++j) v[j] = c0 + j < n ? x[c0 + j] : 0.0f;
+    quantize_block_scalar(v, q + c0, d + b, sum + b);
+  }
+}
+
+void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nb = m.n_blocks();
+  p.kind = tile_kind(m);
+  p.resize(nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = m.tile(g, b);
+    for (int64_t i = 0; i < 8; ++i) {
+      p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale(tile, i) : 0.0f;
+      for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = i < nr ? tile_byte(m, tile, nr, i, j) : 0;
+    }
+  }
+}
+
+void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  p.kind = tile_kind(m);
+  p.resize(b1 - b0);
+  for (int64_t r = 0; r < kGradRowBlock; ++r) {
+    const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;
+    const bool valid = row < m.rows;
+    for (int64_t b = b0; b < b1; ++b) {
+      const uint8_t* tile = valid ? m.tile(g, b) : nullptr;
+      p.d[static_cast<size_t>((b - b0) * 32 + r)] = valid ? tile_scale(tile, i) : 0.0f;
+      for (int64_t j = 0; j < kQ8Block; ++j)
+        p.q[grad_index(b - b0, r, j)] = valid ? tile_byte(m, tile, m.group_rows(g), i, j) : 0;
+    }
+  }
+}
+
+void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                    int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t i = 0; i < nr; ++i) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < p.blocks; ++b) {
+        int32_t isum = 0;
+        for (int64_t j = 0; j < kQ8Block; ++j)
+          isum += weight_value(p.kind, p.q[forward_index(b, i, j)]) * q[t * ldq + b * kQ8Block + j];
+        acc = std::fma(static_cast<float>(isum), p.d[static_cast<size_t>(b * 8 + i)] * d[t * blocks + b], acc);
+      }
+      Y[t * ldy + i] = acc;
+    }
+}
+
+void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n,
+                       float* D, int64_t ldd) {
+  float v[kGradRowBlock];
+  int8_t qv[kGradRowBlock];
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      for (int64_t r = 0; r < kGradRowBlock; ++r)
+        v[r] = r < nrows ? G[t * ldg + r] * p.d[static_cast<size_t>(b * 32 + r)] : 0.0f;
+      float e;
+      int32_t sum;
+      quantize_block_scalar(v, qv, &e, &sum);
+      for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
+        int32_t isum = 0;
+        for (int64_t r = 0; r < kGradRowBlock; ++r) isum += weight_value(p.kind, p.q[grad_index(b, r, j)]) * qv[r];
+        float& out = D[t * ldd + b * kQ8Block + j];
+        out = std::fma(static_cast<float>(isum), e, out);
+      }
+    }
+}
+
+}  // namespace
+
+void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(v[j]));
+  const float scale = amax / 127.0f;
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  int32_t s = 0;
+  for (int64_t j = 0; j < kQ8Block; ++j) {
+    const float r = std::nearbyint(v[j] * inv);  // the default rounding mode: half to even
+    // Only a non-finite input leaves [-127, 127]; SIMD conversions saturate such values.
+    const int qi = r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128;
+    q[j] = static_cast<int8_t>(qi);
+    s += qi;
+  }
+  *d = scale;
+  *sum = s;
+}
+
+void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
+  p.kind = Int8Kind::Signed;
+  p.resize(nb);
+  float v[kQ8Block];
+  int8_t q[kQ8Block];
+  for (int64_t i = 0; i < 8; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t j = 0; j < kQ8Block; ++j) {
+        const int64_t c = b * kQ8Block + j;
+        v[j] = i < nr && c < n ? P[i * ldp + c] : 0.0f;
+      }
+      int32_t sum;
+      quantize_block_scalar(v, q, &p.d[static_cast<size_t>(b * 8 + i)], &sum);
+      for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = static_cast<uint8_t>(q[j]);
+    }
+}
+
+void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
+  p.kind = Int8Kind::Signed;
+  p.resize(nb);
+  float v[kQ8Block];
+  int8_t q[kQ8Block];
+  for (int64_t r = 0; r < kGradRowBlock; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int64_t j = 0; j < kQ8Block; ++j) {
+        const int64_t c = b * kQ8Block + j;
+        v[j] = r < nrows && c < n ? P[r * ldp + c] : 0.0f;
+      }
+      int32_t sum;
+      quantize_block_scalar(v, q, &p.d[static_cast<size_t>(b * 32 + r)], &sum);
+      for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
+    }
+}
+
+const Int8Kernels& int8_kernels_scalar() {
+  static const Int8Kernels k{"scalar",       quantize_row_scalar, pack_forward_tiles_scalar, pack_grad_tiles_scalar,
+                             forward_scalar, input_grad_scalar};
+  return k;
+}
+
+const Int8Kernels& int8_kernels_for(const std::string& isa) {
+  if (isa == "avx2" && int8_kernels_avx2()) return *int8_kernels_avx2();
+  if (isa.rfind("neon", 0) == 0 && int8_kernels_neon()) return *int8_kernels_neon();
+  return int8_kernels_scalar();
+}
+
+}  // namespace nl::engine

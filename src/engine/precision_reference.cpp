@@ -1,0 +1,136 @@
+#include "precision_reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels_int8.h"
+#include "range_guard.h"
+#include "nightlora/engine/reference_products.h"
+#include "nightlora/quant/qtype.h"
+#include "nightlora/util/half.h"
+
+namespace nl::engine {
+namespace {
+
+// W as int8 per (row, 32-column block): Q4_0/Q8_0 quants and scales as stored, other types
+// dequantized and requantized (kernels_int8.h).
+struct Int8Weights {
+  int64_t rows = 0, blocks = 0;
+  std::vector<int8_t> q;  // rows x blocks*32
+  std::vector<float> d;   // rows x blocks
+  int w(int64_t r, int64_t c) const { return q[static_cast<size_t>(r * blocks * kQ8Block + c)]; }
+  float scale(int64_t r, int64_t b) const { return d[static_cast<size_t>(r * blocks + b)]; }
+};
+
+Int8Weights int8_weights(const TensorView& W) {
+  Int8Weights iw;
+  iw.rows = W.rows();
+  iw.blocks = (W.cols() + kQ8Block - 1) / kQ8Block;
+  iw.q.assign(static_cast<size_t>(iw.rows * iw.blocks * kQ8Block), 0);
+  iw.d.assign(static_cast<size_t>(iw.rows * iw.blocks), 0.0f);
+  std::vector<float> row(static_cast<size_t>(W.cols()));
+  std::vector<int32_t> sums(static_cast<size_t>(iw.blocks));
+  for (int64_t r = 0; r < iw.rows; ++r) {
+    int8_t* q = &iw.q[static_cast<size_t>(r * iw.blocks * kQ8Block)];
+    float* d = &iw.d[static_cast<size_t>(r * iw.blocks)];
+    if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {
+      const size_t block_bytes = W.type == QType::Q4_0 ? 18 : 34;
+      for (int64_t b = 0; b < iw.blocks; ++b) {
+        const uint8_t* blk = W.row(r) + static_cast<size_t>(b) * block_bytes;
+        uint16_t bits;
+        std::memcpy(&bits, blk, 2);
+        d[b] = fp16_to_f32(bits);
+        for (int j = 0; j < 32; ++j)
+          q[b * 32 + j] = W.type == QType::Q4_0
+                              ? static_cast<int8_t>((j < 16 ? (blk[2 + j] & 0x0F) : (blk[2 + j - 16] >> 4)) - 8)
+                              : static_cast<int8_t>(blk[2 + j]);
+      }
+    } else {
+      dequantize_row(W.type, W.row(r), row.data(), W.cols());
+      int8_kernels_scalar().quantize_row(row.data(), W.cols(), q, d, sums.data());
+    }
+  }
+  return iw;
+}
+
+void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
+  const Int8Weights iw = int8_weights(W);
+  const int64_t rows = W.rows(), cols = W.cols(), nb = iw.blocks;
+  std::vector<int8_t> qx(static_cast<size_t>(nb * kQ8Block));
+  std::vector<float> dx(static_cast<size_t>(nb));
+  std::vector<int32_t> sx(static_cast<size_t>(nb));
+  for (int64_t t = 0; t < T; ++t) {
+    int8_kernels_scalar().quantize_row(X + t * cols, cols, qx.data(), dx.data(), sx.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t isum = 0;
+        for (int64_t j = 0; j < kQ8Block; ++j) isum += iw.w(r, b * kQ8Block + j) * qx[static_cast<size_t>(b * 32 + j)];
+        acc = std::fma(static_cast<float>(isum), iw.scale(r, b) * dx[static_cast<size_t>(b)], acc);
+      }
+      Y[t * rows + r] = acc;
+    }
+  }
+}
+
+void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX) {
+  const Int8Weights iw = int8_weights(W);
+  const int64_t rows = W.rows(), cols = W.cols();
+  std::memset(dX, 0, static_cast<size_t>(T * cols) * sizeof(float));
+  float v[kGradRowBlock];
+  int8_t qv[kGradRowBlock];
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t R = 0; R * kGradRowBlock < rows; ++R)
+      for (int64_t b = 0; b < iw.blocks; ++b) {
+        for (int64_t i = 0; i < kGradRowBlock; ++i) {
+          const int64_t r = R * kGradRowBlock + i;
+          v[i] = r < rows ? dY[t * rows + r] * iw.scale(r, b) : 0.0f;
+        }
+        float e;
+        int32_t s;
+        quantize_block_scalar(v, qv, &e, &s);
+        for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block && c < cols; ++c) {
+          int32_t isum = 0;
+          for (int64_t i = 0; i < kGradRowBlock && R * kGradRowBlock + i < rows; ++i)
+            isum += qv[i] * iw.w(R * kGradRowBlock + i, c);
+          dX[t * cols + c] = std::fma(static_cast<float>(isum), e, dX[t * cols + c]);
+        }
+      }
+}
+
+// f16 mode around an f32 product: inputs guarded and rounded, outputs unscaled, guarded,
+// rounded.
+template <class Product>
+void around_f16(const float* in, int64_t T, int64_t n_in, float* out, int64_t n_out, Product product) {
+  const F16Kernels& k = f16_kernels_scalar();
+  std::vector<float> staged(static_cast<size_t>(T * n_in));
+  std::vector<int> scale(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) scale[static_cast<size_t>(t)] = guard_input_row(k, in + t * n_in, n_in, &staged[static_cast<size_t>(t * n_in)]);
+  product(staged.data(), out);
+  for (int64_t t = 0; t < T; ++t) guard_output_row(k, out + t * n_out, n_out, scale[static_cast<size_t>(t)]);
+}
+
+}  // namespace
+
+void reference_forward_precision(const TensorView& W, const float* X, int64_t T, float* Y, Precision p) {
+  switch (p) {
+    case Precision::F32: reference_forward(W, X, T, Y); return;
+    case Precision::F16:
+      around_f16(X, T, W.cols(), Y, W.rows(), [&](const float* x, float* y) { reference_forward(W, x, T, y); });
+      return;
+    case Precision::Int8: forward_int8(W, X, T, Y); return;
+  }
+}
+
+void reference_input_grad_precision(const TensorView& W, const float* dY, int64_t T, float* dX, Precision p) {
+  switch (p) {
+    case Precision::F32: reference_input_grad(W, dY, T, dX); return;
+    case Precision::F16:
+      around_f16(dY, T, W.rows(), dX, W.cols(), [&](const float* g, float* dx) { reference_input_grad(W, g, T, dx); });
+      return;
+    case Precision::Int8: input_grad_int8(W, dY, T, dX); return;
+  }
+}
+
+}  // namespace nl::engine

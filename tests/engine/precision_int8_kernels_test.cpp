@@ -1,0 +1,198 @@
+// The int8 kernel sets (src/engine/kernels_int8.h) against the scalar set, piece by piece:
+// the activation quantizer, the panel packers from Q4_0/Q8_0 tiles, and the forward and
+// input-gradient dot products. Every set (scalar, AVX2, NEON sdot, NEON widening) must give
+// the same integers and the same f32 chains: bit-identical results. Shapes include partial
+// row groups, partial 32-row blocks and (for f32-panel packing) partial column blocks.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../../src/engine/kernels_int8.h"
+#include "../../src/engine/tile_layout.h"
+#include "nightlora/quant/qtype.h"
+
+namespace {
+
+using nl::QType;
+using nl::engine::ForwardPanel;
+using nl::engine::GradPanel;
+using nl::engine::Int8Kernels;
+
+std::vector<const Int8Kernels*> simd_sets() {
+  std::vector<const Int8Kernels*> sets;
+  if (nl::engine::int8_kernels_avx2()) sets.push_back(nl::engine::int8_kernels_avx2());
+  if (nl::engine::int8_kernels_neon()) sets.push_back(nl::engine::int8_kernels_neon());
+  if (nl::engine::int8_kernels_neon_widening() &&
+      nl::engine::int8_kernels_neon_widening() != nl::engine::int8_kernels_neon())
+    sets.push_back(nl::engine::int8_kernels_neon_widening());
+  if (sets.empty()) std::printf("[int8] no SIMD int8 kernels on this machine: only the scalar set is tested\n");
+  return sets;
+}
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng) * scale;
+  return v;
+}
+
+struct Tiled {
+  std::vector<uint8_t> bytes;
+  nl::TensorView view;
+  nl::engine::TiledMatrix tiles;
+  Tiled(QType type, int64_t rows, int64_t cols, uint32_t seed) {
+    const size_t rb = nl::qtype_row_bytes(type, cols);
+    bytes.resize(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      // Rows of different magnitudes, so the folded scales of the input gradient vary.
+      const std::vector<float> row = random_vec(static_cast<size_t>(cols), seed + static_cast<uint32_t>(r),
+                                                std::ldexp(1.0f, static_cast<int>(r % 7) - 3));
+      nl::quantize_row(type, row.data(), bytes.data() + rb * static_cast<size_t>(r), cols);
+    }
+    view.name = "w";
+    view.type = type;
+    view.ne = {cols, rows};
+    view.data = bytes.data();
+    view.nbytes = bytes.size();
+    tiles = nl::engine::make_tiles(view);
+  }
+};
+
+TEST(Int8Kernels, QuantizerMatchesTheScalarDefinition) {
+  // 32 * 5 + 7 values: whole blocks and a zero-padded tail; one block all zeros, one with
+  // exact halves (round half to even), one with a single huge value.
+  std::vector<float> x = random_vec(32 * 5 + 7, 1);
+  for (int j = 0; j < 32; ++j) x[32 + j] = 0.0f;
+  // Block 2: maximum 127/8, so the scale is exactly 1/8 and the others land on halves.
+  for (int j = 1; j < 32; ++j) x[static_cast<size_t>(64 + j)] = static_cast<float>(2 * j - 31) / 16.0f;
+  x[64] = 127.0f / 8.0f;
+  x[100] = 1e30f;
+  const int64_t n = static_cast<int64_t>(x.size()), nb = 6;
+  std::vector<int8_t> q0(static_cast<size_t>(nb * 32)), q1(q0.size());
+  std::vector<float> d0(nb), d1(nb);
+  std::vector<int32_t> s0(nb), s1(nb);
+  nl::engine::int8_kernels_scalar().quantize_row(x.data(), n, q0.data(), d0.data(), s0.data());
+  // The definition, spelled out for one block.
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(j)]));
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(q0[static_cast<size_t>(j)], static_cast<int8_t>(std::nearbyint(x[static_cast<size_t>(j)] * (1.0f / (amax / 127.0f)))));
+  EXPECT_EQ(d0[1], 0.0f);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(q0[static_cast<size_t>(32 + j)], 0);
+  for (int j = n - 160; j < 32; ++j) EXPECT_EQ(q0[static_cast<size_t>(160 + j)], 0) << "padding";
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t s = 0;
+    for (int j = 0; j < 32; ++j) s += q0[static_cast<size_t>(b * 32 + j)];
+    EXPECT_EQ(s, s0[static_cast<size_t>(b)]);
+  }
+  for (const Int8Kernels* k : simd_sets()) {
+    std::fill(q1.begin(), q1.end(), 0x55);
+    k->quantize_row(x.data(), n, q1.data(), d1.data(), s1.data());
+    EXPECT_EQ(q1, q0) << k->isa;
+    EXPECT_EQ(d1, d0) << k->isa;
+    EXPECT_EQ(s1, s0) << k->isa;
+  }
+}
+
+struct Shape {
+  QType type;
+  int64_t rows, cols;
+};
+
+class Int8Panels : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
+  const Shape s = GetParam();
+  const Tiled w(s.type, s.rows, s.cols, 5);
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  const int64_t nb = s.cols / 32, T = 7;  // 7 tokens: blocks of 4 and a remainder
+
+  // Forward: quantized activations, every row group.
+  const std::vector<float> X = random_vec(static_cast<size_t>(T * s.cols), 9);
+  std::vector<int8_t> q(static_cast<size_t>(T * nb * 32));
+  std::vector<float> d(static_cast<size_t>(T * nb));
+  std::vector<int32_t> sum(d.size());
+  for (int64_t t = 0; t < T; ++t)
+    ref.quantize_row(X.data() + t * s.cols, s.cols, q.data() + t * nb * 32, d.data() + t * nb, sum.data() + t * nb);
+  // Backward: dY and the task's column range (whole matrix and an inner slice).
+  const std::vector<float> dY = random_vec(static_cast<size_t>(T * s.rows), 10);
+
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    for (int64_t g = 0; g < w.tiles.n_groups(); ++g) {
+      ForwardPanel p0, p1;
+      ref.pack_forward_tiles(w.tiles, g, p0);
+      k->pack_forward_tiles(w.tiles, g, p1);
+      ASSERT_EQ(p0.blocks, p1.blocks);
+      ASSERT_EQ(p0.kind, p1.kind);
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + nb * 256, p1.q.begin())) << "forward panel, group " << g;
+      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + nb * 8, p1.d.begin())) << "forward scales, group " << g;
+      const int64_t nr = w.tiles.group_rows(g);
+      std::vector<float> y0(static_cast<size_t>(T * 8), -1.0f), y1(y0.size(), -1.0f);
+      ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y0.data(), 8);
+      k->forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y1.data(), 8);
+      EXPECT_EQ(y1, y0) << "forward, group " << g;
+    }
+    const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
+    for (int64_t rb = 0; rb * 32 < s.rows; ++rb) {
+      GradPanel p0, p1;
+      ref.pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p0);
+      k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
+      const int64_t m = b_hi - b_lo;
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + m * 1024, p1.q.begin())) << "grad panel, row block " << rb;
+      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + m * 32, p1.d.begin())) << "grad scales, row block " << rb;
+      const int64_t nrows = std::min<int64_t>(32, s.rows - rb * 32), n = m * 32;
+      // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (the kernels accumulate).
+      std::vector<float> d0 = random_vec(static_cast<size_t>(T * n), 11), d1 = d0;
+      ref.input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n, d0.data(), n);
+      k->input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n, d1.data(), n);
+      EXPECT_EQ(d1, d0) << "input grad, row block " << rb;
+      // A ragged column count (f32/f16 weights whose rows are not whole 32-blocks).
+      std::vector<float> e0(static_cast<size_t>(T * n), 0.0f), e1 = e0;
+      ref.input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n - 5, e0.data(), n);
+      k->input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n - 5, e1.data(), n);
+      EXPECT_EQ(e1, e0) << "input grad (ragged), row block " << rb;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
+                         ::testing::Values(Shape{QType::Q4_0, 64, 128}, Shape{QType::Q8_0, 64, 128},
+                                           Shape{QType::Q4_0, 45, 96}, Shape{QType::Q8_0, 13, 64},
+                                           Shape{QType::Q4_0, 8, 32}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return std::string(nl::qtype_info(i.param.type).name) + "_" +
+                                  std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
+                         });
+
+// Weights that are not Q4_0/Q8_0 are requantized per (row, 32 columns) from the f32 panel:
+// the forward and input-gradient packers must produce the same int8 weights and scales.
+TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
+  const int64_t rows = 21, cols = 75;  // partial row block, ragged columns
+  const std::vector<float> W = random_vec(static_cast<size_t>(rows * cols), 3);
+  GradPanel gp;
+  nl::engine::pack_grad_floats(W.data(), cols, rows, cols, gp);
+  ASSERT_EQ(gp.blocks, 3);
+  for (int64_t g = 0; g * 8 < rows; ++g) {
+    ForwardPanel fp;
+    const int64_t nr = std::min<int64_t>(8, rows - g * 8);
+    nl::engine::pack_forward_floats(W.data() + g * 8 * cols, cols, nr, cols, fp);
+    ASSERT_EQ(fp.blocks, 3);
+    for (int64_t i = 0; i < nr; ++i)
+      for (int64_t c = 0; c < 96; ++c) {
+        const int64_t r = g * 8 + i, b = c / 32, j = c % 32;
+        const uint8_t f = fp.q[static_cast<size_t>((b * 8 + j / 4) * 32 + i * 4 + j % 4)];
+        const uint8_t gq = gp.q[static_cast<size_t>(((b * 4 + j / 8) * 8 + r / 4) * 32 + (j % 8) * 4 + r % 4)];
+        ASSERT_EQ(f, gq) << "row " << r << " col " << c;
+        if (c >= cols) ASSERT_EQ(f, 0) << "padding";
+        if (j == 0) ASSERT_EQ(fp.d[static_cast<size_t>(b * 8 + i)], gp.d[static_cast<size_t>(b * 32 + r)]);
+      }
+  }
+}
+
+}  // namespace
