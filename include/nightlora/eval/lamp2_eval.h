@@ -13,7 +13,7 @@
 
 namespace nl {
 
-struct Model;
+class Model;
 struct LoraAdapter;
 
 enum class Lamp2Mode { Score, Generate };

@@ -1,0 +1,134 @@
+#include "nightlora/eval/tag_scoring.h"
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "nightlora/eval/lamp2.h"
+#include "nightlora/infer/decoder.h"
+#include "nightlora/infer/generate.h"
+#include "nightlora/infer/sampler.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+namespace {
+
+// The trainer's BOS rule for prompt/completion text (data/dataset.cpp): BOS when the
+// tokenizer asks for it, unless the text already starts with the BOS marker.
+bool wants_bos(const Tokenizer& tok, const std::string& text) {
+  if (!tok.add_bos_default() || tok.bos() < 0) return false;
+  const std::string bos_text = tok.token_text(tok.bos());
+  return bos_text.empty() || text.compare(0, bos_text.size(), bos_text) != 0;
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// log softmax(logits)[id], in double.
+double log_prob(std::span<const float> logits, int32_t id) {
+  double mx = -INFINITY;
+  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  return static_cast<double>(logits[static_cast<size_t>(id)]) - mx - std::log(sum);
+}
+
+}  // namespace
+
+CompletionScores score_completions(Decoder& decoder, const Tokenizer& tok, const std::string& prompt,
+                                   const std::vector<std::string>& completions) {
+  struct Candidate {
+    std::vector<int32_t> tokens;  // prompt + completion, as the trainer tokenizes it
+    size_t start = 0;             // first completion token
+  };
+  std::vector<Candidate> cands;
+  size_t shared = SIZE_MAX;  // tokens every candidate starts with (run once)
+  for (size_t c = 0; c < completions.size(); ++c) {
+    const std::string text = prompt + completions[c];
+    const bool bos = wants_bos(tok, text);
+    Candidate cand;
+    cand.tokens = tok.encode(text, bos, true);
+    cand.start = common_prefix(tok.encode(prompt, bos, true), cand.tokens);
+    if (cand.start >= cand.tokens.size())
+      fail("tag scoring", "completion " + std::to_string(c) + " (\"" + completions[c] + "\") adds no token to the prompt");
+    // A completion's first token needs the logits of the token before it, so at least one
+    // token must come before the completion: with no BOS and an empty prompt there is none.
+    if (cand.start == 0)
+      fail("tag scoring", "the prompt has no token before the completion", "give a non-empty prompt");
+    shared = std::min(shared, cand.start);
+    if (c > 0) shared = std::min(shared, common_prefix(cand.tokens, cands[0].tokens));
+    cands.push_back(std::move(cand));
+  }
+  CompletionScores out;
+  if (cands.empty()) return out;
+
+  const size_t model_vocab = static_cast<size_t>(decoder.model().config.vocab);
+  decoder.reset();
+  const std::vector<int32_t> prefix(cands[0].tokens.begin(), cands[0].tokens.begin() + static_cast<std::ptrdiff_t>(shared));
+  const std::vector<float> prefix_logits = decoder.forward(prefix);  // logits after the shared prefix
+  for (const Candidate& cand : cands) {
+    decoder.truncate(static_cast<int64_t>(shared));
+    const std::span<const int32_t> rest(cand.tokens.data() + shared, cand.tokens.size() - shared);
+    // Logits predicting token t (t >= shared): row t-1-shared of `rows`, or the prefix's own
+    // logits for t == shared. The last token's logits are never needed, so it is not run.
+    std::vector<float> rows;
+    if (rest.size() > 1) rows = decoder.forward(rest.first(rest.size() - 1), /*all_logits=*/true);
+    double lp = 0;
+    for (size_t t = cand.start; t < cand.tokens.size(); ++t) {
+      std::span<const float> logits =
+          t == shared ? std::span<const float>(prefix_logits)
+                      : std::span<const float>(rows.data() + (t - 1 - shared) * model_vocab, model_vocab);
+      lp += log_prob(logits, cand.tokens[t]);
+    }
+    out.logprob.push_back(lp);
+    out.n_tokens.push_back(static_cast<int>(cand.tokens.size() - cand.start));
+  }
+  out.best = 0;
+  for (size_t c = 1; c < out.logprob.size(); ++c)
+    if (out.logprob[c] > out.logprob[static_cast<size_t>(out.best)]) out.best = static_cast<int>(c);
+  return out;
+}
+
+CompletionScores score_lamp2_tags(Decoder& decoder, const Tokenizer& tok, const std::string& prompt) {
+  std::vector<std::string> completions;
+  for (const std::string& tag : lamp2_tags()) completions.push_back(lamp2_completion(tag));
+  return score_completions(decoder, tok, prompt, completions);
+}
+
+int parse_lamp2_output(std::string_view text) {
+  const size_t nl_at = text.find('\n');
+  if (nl_at != std::string_view::npos) text = text.substr(0, nl_at);
+  const char* ws = " \t\n\r\f\v";
+  const size_t b = text.find_first_not_of(ws);
+  if (b == std::string_view::npos) return -1;
+  return lamp2_tag_index(text.substr(b, text.find_last_not_of(ws) - b + 1));
+}
+
+GeneratedTag generate_lamp2_tag(Decoder& decoder, const Tokenizer& tok, const std::string& prompt, int max_new_tokens) {
+  const std::vector<int32_t> ids = tok.encode(prompt, wants_bos(tok, prompt), true);
+  SamplerOptions sopt;
+  sopt.temperature = 0;  // greedy
+  Sampler sampler(sopt);
+  GenerateOptions gopt;
+  gopt.max_new_tokens = max_new_tokens;
+  gopt.stop_ids = default_stop_ids(tok);
+  gopt.vocab_limit = tok.vocab_size();
+  TextStream stream(tok, ids);
+  GeneratedTag out;
+  generate(decoder, sampler, ids, gopt, [&](int32_t id, std::span<const float>) {
+    out.text += stream.push(id);
+    // A tag never spans lines: stop at the first newline instead of generating on.
+    return out.text.find('\n') == std::string::npos;
+  });
+  out.text += stream.finish();
+  out.tag = parse_lamp2_output(out.text);
+  return out;
+}
+
+}  // namespace nl

@@ -1,0 +1,141 @@
+// Tag scoring on a real model (stories260K): the fast path (prompt once, cache rewound per
+// tag) gives the same summed log-probabilities as running each prompt + tag from scratch and
+// summing the log-softmax of every completion token; the argmax is the predicted tag; greedy
+// generation is parsed as LaMP parses outputs.
+#include <cmath>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "nightlora/eval/lamp2.h"
+#include "nightlora/eval/tag_scoring.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/infer/decoder.h"
+#include "nightlora/infer/generate.h"
+#include "nightlora/infer/sampler.h"
+#include "nightlora/modelio/model.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The machine running the tests is shared: two threads are plenty for a 260K model.
+nl::DecoderOptions two_threads() {
+  nl::DecoderOptions o;
+  o.threads = 2;
+  return o;
+}
+
+// Sum of log p(token t | tokens < t) over the completion's tokens, from one full forward of
+// prompt + completion (tokenized as the trainer does, BOS included).
+double reference_logprob(nl::Decoder& dec, const nl::Tokenizer& tok, const std::string& prompt, const std::string& completion) {
+  const std::vector<int32_t> full = tok.encode(prompt + completion, tok.add_bos_default(), true);
+  const std::vector<int32_t> p = tok.encode(prompt, tok.add_bos_default(), true);
+  size_t start = 0;
+  while (start < p.size() && start < full.size() && p[start] == full[start]) ++start;
+  dec.reset();
+  const std::vector<float> logits = dec.forward(full, /*all_logits=*/true);
+  const size_t V = static_cast<size_t>(dec.model().config.vocab);
+  double lp = 0;
+  for (size_t t = start; t < full.size(); ++t) {
+    const float* row = logits.data() + (t - 1) * V;
+    double mx = -INFINITY, sum = 0;
+    for (size_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (size_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
+    lp += row[full[t]] - mx - std::log(sum);
+  }
+  return lp;
+}
+
+void expect_matches_reference(nl::Decoder& dec, const nl::Tokenizer& tok, const std::string& prompt) {
+  const nl::CompletionScores s = nl::score_lamp2_tags(dec, tok, prompt);
+  ASSERT_EQ(s.logprob.size(), 15u);
+  int best = 0;
+  for (int i = 0; i < 15; ++i) {
+    const double ref = reference_logprob(dec, tok, prompt, nl::lamp2_completion(nl::lamp2_tags()[i]));
+    EXPECT_NEAR(s.logprob[i], ref, 1e-3 * std::max(1.0, std::abs(ref))) << nl::lamp2_tags()[i];
+    EXPECT_GT(s.n_tokens[i], 0);
+    EXPECT_LT(s.logprob[i], 0.0);
+    if (s.logprob[i] > s.logprob[best]) best = i;
+  }
+  EXPECT_EQ(s.best, best);
+}
+
+TEST(TagScoring, MatchesFullForwardOnStories260K) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  nl::Decoder dec(*model, two_threads());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  expect_matches_reference(dec, tok, nl::lamp2_prompt("a happy story about a dog"));
+  // With retrieved items in the prompt too.
+  expect_matches_reference(dec, tok, nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}}));
+}
+
+TEST(TagScoring, MatchesFullForwardWithAnAdapter) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  nl::LoraConfig cfg;
+  cfg.rank = 4;
+  cfg.seed = 3;
+  nl::LoraAdapter adapter = nl::LoraAdapter::init(model->config, cfg);
+  // B is zero after init (the adapter would change nothing): give it values so it does.
+  for (nl::LoraPair& p : adapter.pairs)
+    for (size_t i = 0; i < p.B.size(); ++i) p.B[i] = 0.05f * std::sin(static_cast<float>(i));
+  nl::Decoder dec(*model, two_threads());
+  dec.set_adapter(&adapter);
+  const std::string prompt = nl::lamp2_prompt("a little story about a robot");
+  expect_matches_reference(dec, *model->tokenizer, prompt);
+  // The adapter changes the scores.
+  nl::Decoder plain(*model, two_threads());
+  EXPECT_NE(nl::score_lamp2_tags(dec, *model->tokenizer, prompt).logprob,
+            nl::score_lamp2_tags(plain, *model->tokenizer, prompt).logprob);
+}
+
+TEST(TagScoring, CompletionThatAddsNothingIsAnError) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  nl::Decoder dec(*model, two_threads());
+  EXPECT_THROW(nl::score_completions(dec, *model->tokenizer, "Once upon a time", {" there", ""}), nl::Error);
+}
+
+TEST(TagScoring, GenerationIsGreedyAndParsed) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  nl::Decoder dec(*model, two_threads());
+  const std::string prompt = nl::lamp2_prompt("a happy story about a dog");
+  const nl::GeneratedTag g = nl::generate_lamp2_tag(dec, tok, prompt, 8);
+  // The same greedy run through the generation loop directly.
+  nl::SamplerOptions sopt;
+  sopt.temperature = 0;
+  nl::Sampler sampler(sopt);
+  nl::GenerateOptions gopt;
+  gopt.max_new_tokens = 8;
+  gopt.stop_ids = nl::default_stop_ids(tok);
+  gopt.vocab_limit = tok.vocab_size();
+  const std::vector<int32_t> ids = tok.encode(prompt, tok.add_bos_default(), true);
+  const nl::GenerateResult r = nl::generate(dec, sampler, ids, gopt);
+  std::vector<int32_t> all = ids;
+  all.insert(all.end(), r.ids.begin(), r.ids.end());
+  const std::string whole = tok.decode(all), head = tok.decode(ids);
+  std::string expected = whole.substr(head.size());
+  if (size_t nl_at = expected.find('\n'); nl_at != std::string::npos) expected = expected.substr(0, nl_at + 1);
+  EXPECT_EQ(g.text, expected);
+  EXPECT_EQ(g.tag, nl::parse_lamp2_output(g.text));
+}
+
+TEST(TagScoring, ParsesOutputsAsLaMPDoes) {
+  EXPECT_EQ(nl::parse_lamp2_output(" comedy"), 2);
+  EXPECT_EQ(nl::parse_lamp2_output("dark comedy \nand more"), 6);
+  EXPECT_EQ(nl::parse_lamp2_output("\ttrue story\n"), 14);
+  EXPECT_EQ(nl::parse_lamp2_output("Comedy"), -1);  // exact match only
+  EXPECT_EQ(nl::parse_lamp2_output("comedy."), -1);
+  EXPECT_EQ(nl::parse_lamp2_output("the tag is comedy"), -1);
+  EXPECT_EQ(nl::parse_lamp2_output(""), -1);
+  EXPECT_EQ(nl::parse_lamp2_output("\n comedy"), -1);  // the first line is empty
+}
+
+}  // namespace
