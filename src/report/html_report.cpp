@@ -1,0 +1,452 @@
+#include "nightlora/report/html_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "nightlora/job/atomic_file.h"
+#include "nightlora/report/svg_chart.h"
+#include "nightlora/util/error.h"
+
+namespace nl {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A palette that stays apart for colour-blind readers (Okabe-Ito), for series and segments.
+const char* kColors[] = {"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
+
+const char* kCss = R"(
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; color: #1d2330;
+       background: #f6f7f9; margin: 0; }
+main { max-width: 1080px; margin: 0 auto; padding: 20px 20px 40px; }
+h1 { font-size: 22px; margin: 4px 0 2px; }
+h2 { font-size: 16px; margin: 26px 0 8px; border-bottom: 1px solid #d8dce3; padding-bottom: 4px; }
+.sub { color: #5b6475; margin: 0 0 14px; }
+.card { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: 10px 12px; margin: 10px 0; }
+table.summary { border-collapse: collapse; width: 100%; }
+table.summary th { text-align: left; font-weight: 600; color: #3b4252; width: 190px; vertical-align: top;
+                   padding: 4px 10px 4px 0; }
+table.summary td { padding: 4px 0; vertical-align: top; }
+table.summary tr + tr th, table.summary tr + tr td { border-top: 1px solid #eef0f3; }
+.muted { color: #6b7385; }
+.warn { background: #fff4d6; border: 1px solid #e6c35c; border-radius: 6px; padding: 8px 12px; margin: 10px 0; }
+.note { color: #5b6475; font-size: 13px; margin: 2px 0 0; }
+code { font: 12.5px ui-monospace, "DejaVu Sans Mono", monospace; background: #f0f2f5; padding: 1px 4px; border-radius: 3px; }
+svg.chart { display: block; max-width: 100%; height: auto; }
+svg .title { font-weight: 600; font-size: 14px; fill: #1d2330; }
+svg .legend { font-size: 12px; fill: #3b4252; }
+svg .plot { fill: #fcfcfd; stroke: #d8dce3; }
+svg .grid { stroke: #e8ebf0; stroke-width: 1; }
+svg .axis { stroke: #7a8294; stroke-width: 1; }
+svg .xtick { font-size: 11px; fill: #4c5567; text-anchor: middle; }
+svg .ytick { font-size: 11px; fill: #4c5567; text-anchor: end; }
+svg .xlabel, svg .ylabel { font-size: 12px; fill: #3b4252; text-anchor: middle; }
+svg .nodata { font-size: 14px; fill: #8a93a5; text-anchor: middle; }
+)";
+
+std::string esc(const std::string& s) { return html_escape(s); }
+
+std::string str(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return "";
+  auto it = j.find(key);
+  if (it == j.end()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::string count(int64_t n) {
+  // 1234567 -> "1 234 567": large token counts stay readable.
+  std::string s = std::to_string(n), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0 && s[i - 1] != '-') out += "\u202f";
+    out += s[i];
+  }
+  return out;
+}
+
+struct Table {
+  std::ostringstream o;
+  Table() { o << "<table class=\"summary\">\n"; }
+  void row(const std::string& k, const std::string& html) { o << "<tr><th>" << esc(k) << "</th><td>" << html << "</td></tr>\n"; }
+  std::string done() {
+    o << "</table>\n";
+    return o.str();
+  }
+};
+
+std::string chart_card(const std::string& svg, const std::string& note = "") {
+  return "<div class=\"card\">\n" + svg + (note.empty() ? "" : "<p class=\"note\">" + note + "</p>\n") + "</div>\n";
+}
+
+// Field names as the trainer writes them ("frozen_forward_s", "peak_rss_mib") made readable:
+// the unit suffix goes (the axis says it), underscores become spaces.
+std::string part_label(std::string key) {
+  for (const char* unit : {"_s", "_mib", "_bytes"}) {
+    const size_t n = std::char_traits<char>::length(unit);
+    if (key.size() > n && key.compare(key.size() - n, n, unit) == 0) {
+      key.resize(key.size() - n);
+      break;
+    }
+  }
+  std::replace(key.begin(), key.end(), '_', ' ');
+  return key;
+}
+
+}  // namespace
+
+std::string render_report_html(const RunLog& run) {
+  const nlohmann::json& rec = run.record.is_object() ? run.record : nlohmann::json::object();
+  const std::vector<TrainRow>& tr = run.train;
+
+  // Totals.
+  int64_t tokens = 0;
+  double active_s = 0, idle_s = 0, extra_s = 0, sim_energy = 0;
+  for (const TrainRow& r : tr) tokens += r.tokens, active_s += r.step_s;
+  for (const PaceRow& p : run.pace) idle_s += p.idle_s;
+  for (const SimRow& s : run.sim) extra_s += s.extra_s, sim_energy += s.energy_j;
+  const double wall_s = tr.empty() ? 0 : tr.back().t;
+  const int64_t total_steps = rec.contains("total_steps") ? rec["total_steps"].get<int64_t>() : (tr.empty() ? 0 : -1);
+  const int64_t last_step = tr.empty() ? 0 : tr.back().step;
+
+  std::string status;
+  const nlohmann::json sessions = rec.contains("sessions") && rec["sessions"].is_array() ? rec["sessions"] : nlohmann::json::array();
+  if (!sessions.empty()) {
+    const nlohmann::json& last = sessions.back();
+    status = last.contains("outcome") ? str(last, "outcome")
+                                      : "running, or killed (the last session has not recorded an end; a re-run resumes it)";
+  } else {
+    status = total_steps > 0 && last_step >= total_steps ? "finished" : "unknown (no run.json)";
+  }
+
+  std::ostringstream h;
+  h << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>nightlora run: "
+    << esc(fs::path(run.dir).filename().string()) << "</title>\n<style>" << kCss << "</style>\n</head>\n<body>\n<main>\n";
+  h << "<h1>Training run <code>" << esc(run.dir) << "</code></h1>\n";
+  h << "<p class=\"sub\">" << esc(status) << " &middot; step " << last_step;
+  if (total_steps > 0) h << " of " << total_steps;
+  h << " &middot; " << esc(format_seconds(wall_s)) << " of wall time</p>\n";
+  for (const std::string& w : run.warnings) h << "<div class=\"warn\">Warning: " << esc(w) << "</div>\n";
+
+  // Summary table.
+  {
+    Table t;
+    t.row("Status", esc(status));
+    std::string steps = count(last_step) + (total_steps > 0 ? " of " + count(total_steps) : "");
+    t.row("Steps", steps);
+    if (!sessions.empty()) {
+      std::ostringstream s;
+      s << sessions.size() << " session" << (sessions.size() == 1 ? "" : "s");
+      s << "<br><span class=\"muted\">";
+      for (size_t i = 0; i < sessions.size(); ++i) {
+        const nlohmann::json& x = sessions[i];
+        s << (i ? "<br>" : "") << esc(str(x, "started")) << ": from step " << esc(str(x, "from_step"));
+        if (x.contains("to_step")) s << " to " << esc(str(x, "to_step"));
+        s << ", " << esc(x.contains("outcome") ? str(x, "outcome") : "no recorded end (running or killed)");
+      }
+      s << "</span>";
+      t.row("Sessions", s.str());
+    }
+    t.row("Tokens", count(tokens) + (active_s > 0 ? " <span class=\"muted\">(" + format_number(tokens / active_s, 4) +
+                                                        " tokens/s while computing, " +
+                                                        format_number(wall_s > 0 ? tokens / wall_s : 0, 4) +
+                                                        " over wall time)</span>"
+                                                  : ""));
+    std::string wall = esc(format_seconds(wall_s)) + " <span class=\"muted\">(summed over sessions; the time between "
+                                                     "sessions is not counted)</span>";
+    t.row("Wall time", wall);
+    std::string act = esc(format_seconds(active_s)) + " computing steps";
+    if (!run.sim.empty()) act += ", " + esc(format_seconds(extra_s)) + " throttled slowdown (simulated device)";
+    if (!run.pace.empty()) act += ", " + esc(format_seconds(idle_s)) + " pacing idle";
+    if (!run.waits.empty()) act += ", " + std::to_string(run.waits.size()) + " background wait(s)";
+    t.row("Active time", act);
+    std::string why;
+    if (auto e = run.energy_j(&why)) {
+      std::string src = rec.contains("energy") ? str(rec["energy"], "source") : "";
+      t.row("Energy", format_number(*e, 4) + " J <span class=\"muted\">(" + format_number(*e / 3600.0, 3) + " Wh, measured" +
+                          (src.empty() ? "" : ": " + esc(src)) + ")</span>");
+    } else {
+      t.row("Energy", "unavailable <span class=\"muted\">(" + esc(why) + ")</span>");
+    }
+    if (!run.sim.empty())
+      t.row("Simulated device energy", format_number(sim_energy, 4) +
+                                           " J <span class=\"muted\">(the thermal model's, not a measurement)</span>");
+    if (!tr.empty()) {
+      size_t k = std::min<size_t>(10, tr.size());
+      double mean = 0;
+      for (size_t i = tr.size() - k; i < tr.size(); ++i) mean += tr[i].loss;
+      mean /= static_cast<double>(k);
+      t.row("Final training loss", format_number(tr.back().loss, 5) + " <span class=\"muted\">(step " +
+                                       std::to_string(tr.back().step) + "; mean of the last " + std::to_string(k) +
+                                       " steps " + format_number(mean, 5) + ")</span>");
+    }
+    if (!run.val.empty())
+      t.row("Final validation loss", format_number(run.val.back().loss, 5) + " <span class=\"muted\">(step " +
+                                         std::to_string(run.val.back().step) + "; first " +
+                                         format_number(run.val.front().loss, 5) + " at step " +
+                                         std::to_string(run.val.front().step) + ")</span>");
+    else
+      t.row("Final validation loss", "<span class=\"muted\">none (no --valid data)</span>");
+    {
+      std::string adapter;
+      if (rec.contains("adapter")) adapter = "<code>" + esc(str(rec["adapter"], "gguf")) + "</code> (GGUF LoRA), <code>" +
+                                             esc(str(rec["adapter"], "peft")) + "</code> (PEFT)";
+      else if (fs::exists(fs::path(run.dir) / "adapter.gguf"))
+        adapter = "<code>" + esc((fs::path(run.dir) / "adapter.gguf").string()) + "</code>";
+      else
+        adapter = "<span class=\"muted\">not written yet (the run has not finished)</span>";
+      t.row("Adapter", adapter);
+    }
+    if (rec.contains("model"))
+      t.row("Model", "<code>" + esc(str(rec, "model")) + "</code>" +
+                         (rec.contains("arch") ? " <span class=\"muted\">(" + esc(str(rec, "arch")) + ")</span>" : ""));
+    if (rec.contains("data"))
+      t.row("Data", "<code>" + esc(str(rec, "data")) + "</code>" +
+                        (rec.contains("valid") ? ", validation <code>" + esc(str(rec, "valid")) + "</code>" : ""));
+    if (rec.contains("config") && rec["config"].is_object()) {
+      std::ostringstream c;
+      bool first = true;
+      for (auto it = rec["config"].begin(); it != rec["config"].end(); ++it) {
+        std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+        if (v.empty()) continue;
+        if (it.key() == "adapter") v = "(continued from an adapter)";
+        c << (first ? "" : " ") << "<code>--" << esc(it.key()) << " " << esc(v) << "</code>";
+        first = false;
+      }
+      t.row("Configuration", c.str());
+    }
+    if (rec.contains("thermal")) {
+      std::string th = esc(str(rec["thermal"], "source"));
+      if (rec["thermal"].contains("ceiling_c")) th += "; ceiling " + esc(str(rec["thermal"], "ceiling_c")) + " &deg;C";
+      if (rec["thermal"].contains("duty")) th += "; duty " + esc(str(rec["thermal"], "duty"));
+      t.row("Temperature source", th);
+    }
+    if (rec.contains("background")) {
+      std::ostringstream b;
+      for (auto it = rec["background"].begin(); it != rec["background"].end(); ++it)
+        b << "<code>" << esc(it.key()) << " " << esc(it->is_string() ? it->get<std::string>() : it->dump()) << "</code> ";
+      t.row("Background conditions", b.str().empty() ? "none" : b.str());
+    }
+    h << "<h2>Summary</h2>\n<div class=\"card\">\n" << t.done() << "</div>\n";
+  }
+
+  // Loss.
+  {
+    LineChart c;
+    c.id = "chart-loss";
+    c.title = "Loss";
+    c.x_label = "wall time";
+    c.x_is_time = true;
+    c.y_label = "mean NLL per supervised token";
+    ChartSeries train{"training loss", kColors[0], SeriesStyle::Line, {}, {}};
+    for (const TrainRow& r : tr) train.x.push_back(r.t), train.y.push_back(r.loss);
+    ChartSeries val{"validation loss", kColors[3], SeriesStyle::Points, {}, {}};
+    for (const ValRow& r : run.val) val.x.push_back(r.t), val.y.push_back(r.loss);
+    c.series = {train, val};
+    h << "<h2>Loss</h2>\n" << chart_card(render_line_chart(c));
+  }
+  // Throughput.
+  {
+    LineChart c;
+    c.id = "chart-throughput";
+    c.title = "Throughput";
+    c.x_label = "wall time";
+    c.x_is_time = true;
+    c.y_label = "tokens/s";
+    c.y_from_zero = true;
+    ChartSeries s{"tokens/s (each step)", kColors[2], SeriesStyle::Line, {}, {}};
+    for (const TrainRow& r : tr) s.x.push_back(r.t), s.y.push_back(r.tokens_per_s);
+    c.series = {s};
+    h << "<h2>Throughput</h2>\n"
+      << chart_card(render_line_chart(c), run.sim.empty() ? "" : "Steps slowed by the simulated device's throttling "
+                                                                 "include the slowdown (the job really waited it out).");
+  }
+  // Temperature and pacing.
+  {
+    LineChart c;
+    c.id = "chart-temperature";
+    c.title = "Temperature";
+    c.x_label = "wall time";
+    c.x_is_time = true;
+    c.y_label = "°C";
+    ChartSeries temp{run.sim.empty() ? "temperature after each step" : "simulated device temperature", kColors[3],
+                     SeriesStyle::Line, {}, {}};
+    ChartSeries hot{"throttled steps", kColors[4], SeriesStyle::Points, {}, {}};
+    if (!run.sim.empty()) {
+      for (const SimRow& s : run.sim) {
+        temp.x.push_back(s.t), temp.y.push_back(s.temp_c);
+        if (s.throttled_s > 0) hot.x.push_back(s.t), hot.y.push_back(s.temp_c);
+      }
+    } else {
+      for (const PaceRow& p : run.pace) {
+        if (!p.temp_c) continue;
+        temp.x.push_back(p.t), temp.y.push_back(*p.temp_c);
+        if (p.throttled) hot.x.push_back(p.t), hot.y.push_back(*p.temp_c);
+      }
+    }
+    c.series = {temp, hot};
+    std::string note;
+    if (rec.contains("thermal") && rec["thermal"].contains("ceiling_c") && rec["thermal"]["ceiling_c"].is_number())
+      c.references.push_back({rec["thermal"]["ceiling_c"].get<double>(), "ceiling", "#c0392b"});
+    if (rec.contains("thermal") && rec["thermal"].contains("throttle_at_c") && rec["thermal"]["throttle_at_c"].is_number())
+      c.references.push_back({rec["thermal"]["throttle_at_c"].get<double>(), "device throttles", "#7f8c8d"});
+    if (temp.x.empty())
+      note = "No temperature in this run's log: it is logged with thermal pacing (--temp-ceiling, --duty) or a "
+             "simulated device (--temp-source sim).";
+    else if (!c.references.empty() && c.references[0].label == "ceiling") {
+      const double ceil = c.references[0].y;
+      int64_t first_over = -1, over_after = 0;
+      double max_after = -1e9;
+      for (size_t i = 0; i < temp.y.size(); ++i) {
+        if (first_over >= 0) {
+          max_after = std::max(max_after, temp.y[i]);
+          if (temp.y[i] > ceil) ++over_after;
+        } else if (temp.y[i] > ceil) {
+          first_over = static_cast<int64_t>(i);
+        }
+      }
+      note = first_over < 0 ? "Never above the ceiling."
+                            : "First above the ceiling at the " + std::to_string(first_over + 1) + "th reading; after it " +
+                                  std::to_string(over_after) + " reading(s) above it (highest " + format_number(max_after, 4) +
+                                  " °C).";
+    }
+    h << "<h2>Temperature and pacing</h2>\n" << chart_card(render_line_chart(c), esc(note));
+
+    LineChart p;
+    p.id = "chart-idle";
+    p.title = "Idle time inserted by pacing, and throttling slowdown";
+    p.x_label = "wall time";
+    p.x_is_time = true;
+    p.y_label = "seconds per step";
+    ChartSeries idle{"pacing idle after the step", kColors[0], SeriesStyle::Bars, {}, {}};
+    for (const PaceRow& r : run.pace) idle.x.push_back(r.t), idle.y.push_back(r.idle_s);
+    p.series = {idle};
+    if (!run.sim.empty()) {
+      ChartSeries slow{"throttled slowdown of the step", kColors[4], SeriesStyle::Bars, {}, {}};
+      for (const SimRow& s : run.sim) slow.x.push_back(s.t), slow.y.push_back(s.extra_s);
+      p.series.push_back(slow);
+    }
+    h << chart_card(render_line_chart(p), run.pace.empty() ? "No pacing in this run (--temp-ceiling or --duty)." : "");
+  }
+  // Where the time went.
+  {
+    h << "<h2>Step time</h2>\n";
+    const double other = std::max(0.0, wall_s - active_s - idle_s);
+    std::vector<BarSegment> wall = {{"computing steps", kColors[0], active_s - extra_s},
+                                    {"throttled slowdown", kColors[4], extra_s},
+                                    {"pacing idle", kColors[1], idle_s},
+                                    {"other (validation, checkpoints, waits)", "#9aa3b2", other}};
+    h << chart_card(render_stacked_bar("chart-walltime", "Where the wall time went", wall, "s"));
+
+    // The per-step breakdown the trainer logged, averaged over the steps that have it. Two
+    // views when both are logged: the host thread's timeline (its parts add up to the step)
+    // and the frozen engine's busy time per product ("frozen_*"), which overlaps the host's.
+    std::set<std::string> parts;
+    for (const TrainRow& r : tr)
+      for (const auto& kv : r.time_parts) parts.insert(kv.first);
+    auto mean_of = [&](const std::string& k) {
+      double sum = 0;
+      int64_t n = 0;
+      for (const TrainRow& r : tr)
+        if (auto it = r.time_parts.find(k); it != r.time_parts.end()) sum += it->second, ++n;
+      return n ? sum / static_cast<double>(n) : 0.0;
+    };
+    std::vector<BarSegment> host, frozen;
+    for (const std::string& k : parts) {
+      // Derived figures (overlap, time outside the frozen products) are not parts of either view.
+      if (k.find("overlap") != std::string::npos || k.find("outside") != std::string::npos) continue;
+      const bool is_frozen = k.find("frozen") != std::string::npos;
+      std::vector<BarSegment>& v = is_frozen ? frozen : host;
+      v.push_back({part_label(k), kColors[(v.size() + (is_frozen ? 5 : 0)) % 8], mean_of(k)});
+    }
+    if (parts.empty()) {
+      h << chart_card(render_stacked_bar("chart-breakdown", "Inside a step (mean per step)", {}, "s"),
+                      "This run's log has no per-step time breakdown (fields such as <code>frozen_forward_s</code>, "
+                      "written by trainers that measure them).");
+    } else {
+      if (!host.empty())
+        h << chart_card(render_stacked_bar("chart-breakdown", "Inside a step: the host's timeline (mean per step)", host, "s"));
+      if (!frozen.empty())
+        h << chart_card(render_stacked_bar(host.empty() ? "chart-breakdown" : "chart-frozen",
+                                           "Inside a step: frozen-weight products (engine busy time, mean per step)",
+                                           frozen, "s"),
+                        host.empty() ? "" : "The engine works while the host does, so these overlap the host's parts.");
+    }
+    size_t ci = 0;
+    LineChart c;
+    c.id = "chart-steptime";
+    c.title = "Step time";
+    c.x_label = "wall time";
+    c.x_is_time = true;
+    c.y_label = "seconds";
+    c.y_from_zero = true;
+    ChartSeries total{"whole step", "#1d2330", SeriesStyle::Line, {}, {}};
+    for (const TrainRow& r : tr) total.x.push_back(r.t), total.y.push_back(r.step_s);
+    c.series.push_back(total);
+    ci = 0;
+    for (const std::string& k : parts) {
+      ChartSeries s{part_label(k), kColors[ci++ % 8], SeriesStyle::Line, {}, {}};
+      for (const TrainRow& r : tr) {
+        auto it = r.time_parts.find(k);
+        s.x.push_back(r.t);
+        s.y.push_back(it == r.time_parts.end() ? NAN : it->second);
+      }
+      c.series.push_back(s);
+    }
+    h << chart_card(render_line_chart(c));
+  }
+  // Memory.
+  {
+    std::set<std::string> keys;
+    for (const TrainRow& r : tr)
+      for (const auto& kv : r.memory) keys.insert(kv.first);
+    LineChart c;
+    c.id = "chart-memory";
+    c.title = "Memory";
+    c.x_label = "wall time";
+    c.x_is_time = true;
+    c.y_label = "MiB";
+    c.y_from_zero = true;
+    size_t ci = 0;
+    double peak = 0;
+    for (const std::string& k : keys) {
+      ChartSeries s{part_label(k), kColors[ci++ % 8], SeriesStyle::Line, {}, {}};
+      for (const TrainRow& r : tr) {
+        auto it = r.memory.find(k);
+        s.x.push_back(r.t);
+        s.y.push_back(it == r.memory.end() ? NAN : it->second / (1024.0 * 1024.0));
+        if (it != r.memory.end() && k.find("rss") != std::string::npos) peak = std::max(peak, it->second);
+      }
+      c.series.push_back(s);
+    }
+    if (keys.empty()) c.series.push_back({"peak RSS", kColors[0], SeriesStyle::Line, {}, {}});
+    h << "<h2>Memory</h2>\n"
+      << chart_card(render_line_chart(c), keys.empty() ? "This run's log has no memory figures."
+                                                       : peak > 0 ? "Highest resident set size logged: " +
+                                                                        format_number(peak / (1024.0 * 1024.0), 4) + " MiB."
+                                                                  : "");
+  }
+  if (!run.waits.empty()) {
+    h << "<h2>Background waits</h2>\n<div class=\"card\"><table class=\"summary\">\n";
+    for (const WaitRow& w : run.waits)
+      h << "<tr><th>at step " << w.step << " (" << esc(format_seconds(w.t)) << ")</th><td>" << esc(w.reason)
+        << "</td></tr>\n";
+    h << "</table></div>\n";
+  }
+  h << "<p class=\"note\">Made by <code>nightlora report</code> from <code>log.jsonl</code> (" << run.lines
+    << " rows) and <code>run.json</code>. Times are wall-clock seconds since the run began, summed over its sessions.</p>\n";
+  h << "</main>\n</body>\n</html>\n";
+  return h.str();
+}
+
+std::string write_run_report(const std::string& run_dir, const std::string& out_path) {
+  RunLog run = read_run_log(run_dir);
+  const std::string out = out_path.empty() ? (fs::path(run_dir) / "report.html").string() : out_path;
+  write_file_atomic(out, render_report_html(run));
+  return out;
+}
+
+}  // namespace nl

@@ -1,0 +1,300 @@
+#include "nightlora/report/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+namespace nl {
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string format_number(double v, int digits) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf");
+  if (v == 0) return "0";
+  char buf[64];
+  const double a = std::fabs(v);
+  if (a >= 1e6 || a < 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+  }
+  // Fixed notation with enough decimals for `digits` significant ones, trailing zeros cut.
+  int decimals = std::max(0, digits - 1 - static_cast<int>(std::floor(std::log10(a))));
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  std::string s = buf;
+  if (s.find('.') != std::string::npos) {
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+  }
+  return s;
+}
+
+std::string format_seconds(double s) {
+  if (s < 120) return format_number(s, 3) + " s";
+  if (s < 3 * 3600) return format_number(s / 60, 3) + " min";
+  return format_number(s / 3600, 3) + " h";
+}
+
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
+  if (hi < lo) std::swap(lo, hi);
+  if (hi == lo) {
+    double pad = lo == 0 ? 1 : std::fabs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  const double raw = (hi - lo) / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    step = m * mag;
+    if (step >= raw) break;
+  }
+  std::vector<double> ticks;
+  const double first = std::floor(lo / step + 1e-9) * step;
+  for (double v = first; v <= hi + step * 0.5 && ticks.size() < 100; v += step)
+    ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  // Cover [lo, hi] completely: the last tick at or above hi.
+  if (!ticks.empty() && ticks.back() < hi - step * 1e-9) ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+namespace {
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+struct TimeUnit {
+  double div;
+  const char* name;
+};
+
+TimeUnit time_unit_for(double max_s) {
+  if (max_s <= 180) return {1, "s"};
+  if (max_s <= 3 * 3600) return {60, "min"};
+  return {3600, "h"};
+}
+
+}  // namespace
+
+std::string render_line_chart(const LineChart& c) {
+  const double W = c.width, H = c.height;
+  const double left = 74, right = 18, top = 40, bottom = 48;
+  const double pw = W - left - right, ph = H - top - bottom;
+  std::ostringstream o;
+  o << "<svg id=\"" << html_escape(c.id) << "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W)
+    << "\" height=\"" << fmt(H) << "\" viewBox=\"0 0 " << fmt(W) << " " << fmt(H) << "\" role=\"img\" aria-label=\""
+    << html_escape(c.title) << "\">\n";
+  o << "<text x=\"" << fmt(left) << "\" y=\"18\" class=\"title\">" << html_escape(c.title) << "</text>\n";
+
+  // Data ranges.
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  size_t points = 0;
+  for (const ChartSeries& s : c.series)
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      x0 = std::min(x0, s.x[i]);
+      x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, s.y[i]);
+      y1 = std::max(y1, s.y[i]);
+      ++points;
+    }
+  for (const ReferenceLine& r : c.references) {
+    if (!points) break;
+    y0 = std::min(y0, r.y);
+    y1 = std::max(y1, r.y);
+  }
+
+  // Legend, right-aligned on the title line (drawn right to left).
+  {
+    double x = W - right;
+    for (auto it = c.series.rbegin(); it != c.series.rend(); ++it) {
+      const bool empty = std::none_of(it->y.begin(), it->y.end(), [](double v) { return std::isfinite(v); });
+      const std::string label = it->name + (empty ? " (no data)" : "");
+      x -= 7.0 * static_cast<double>(label.size()) + 26;
+      o << "<rect x=\"" << fmt(x) << "\" y=\"10\" width=\"14\" height=\"10\" fill=\"" << html_escape(it->color)
+        << "\"/><text x=\"" << fmt(x + 18) << "\" y=\"19\" class=\"legend\">" << html_escape(label) << "</text>\n";
+    }
+    for (auto it = c.references.rbegin(); it != c.references.rend(); ++it) {
+      x -= 7.0 * static_cast<double>(it->label.size()) + 30;
+      o << "<line x1=\"" << fmt(x) << "\" y1=\"15\" x2=\"" << fmt(x + 16) << "\" y2=\"15\" stroke=\""
+        << html_escape(it->color) << "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"" << fmt(x + 20)
+        << "\" y=\"19\" class=\"legend\">" << html_escape(it->label) << "</text>\n";
+    }
+  }
+  o << "<rect x=\"" << fmt(left) << "\" y=\"" << fmt(top) << "\" width=\"" << fmt(pw) << "\" height=\"" << fmt(ph)
+    << "\" class=\"plot\"/>\n";
+  if (points == 0) {
+    o << "<text x=\"" << fmt(left + pw / 2) << "\" y=\"" << fmt(top + ph / 2) << "\" class=\"nodata\">no data in this run</text>\n";
+    o << "</svg>\n";
+    return o.str();
+  }
+
+  const bool has_bars = std::any_of(c.series.begin(), c.series.end(),
+                                    [](const ChartSeries& s) { return s.style == SeriesStyle::Bars; });
+  if (c.y_from_zero || has_bars) {
+    y0 = std::min(y0, 0.0);
+    y1 = std::max(y1, 0.0);
+  }
+  if (y1 == y0) {
+    y1 += y0 == 0 ? 1 : std::fabs(y0) * 0.05;
+    y0 -= y0 == 0 ? 0 : std::fabs(y0) * 0.05;
+  }
+  // A little room above and below the data, then the axis spans whole ticks.
+  const double ypad = (y1 - y0) * 0.03;
+  if (y0 < 0 || !(c.y_from_zero || has_bars)) y0 -= ypad;
+  y1 += ypad;
+  const std::vector<double> ytick = nice_ticks(y0, y1, 5);
+  if (ytick.size() >= 2) {
+    y0 = ytick.front();
+    y1 = ytick.back();
+  }
+
+  TimeUnit tu = c.x_is_time ? time_unit_for(x1) : TimeUnit{1, ""};
+  if (c.x_is_time) x0 = std::min(x0, 0.0);
+  if (x1 == x0) x1 = x0 + (c.x_is_time ? 1 : 1);
+  std::vector<double> xt_raw = nice_ticks(x0 / tu.div, x1 / tu.div, 8), xtick;
+  for (double v : xt_raw)
+    if (v * tu.div >= x0 - 1e-9 && v * tu.div <= x1 + 1e-9) xtick.push_back(v);
+
+  auto X = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
+
+  // Grid and tick labels.
+  for (double v : ytick) {
+    o << "<line x1=\"" << fmt(left) << "\" y1=\"" << fmt(Y(v)) << "\" x2=\"" << fmt(left + pw) << "\" y2=\"" << fmt(Y(v))
+      << "\" class=\"grid\"/><text x=\"" << fmt(left - 6) << "\" y=\"" << fmt(Y(v) + 4) << "\" class=\"ytick\">"
+      << format_number(v, 4) << "</text>\n";
+  }
+  for (double v : xtick) {
+    const double px = X(v * tu.div);
+    o << "<line x1=\"" << fmt(px) << "\" y1=\"" << fmt(top) << "\" x2=\"" << fmt(px) << "\" y2=\"" << fmt(top + ph)
+      << "\" class=\"grid\"/><line x1=\"" << fmt(px) << "\" y1=\"" << fmt(top + ph) << "\" x2=\"" << fmt(px) << "\" y2=\""
+      << fmt(top + ph + 5) << "\" class=\"axis\"/><text x=\"" << fmt(px) << "\" y=\"" << fmt(top + ph + 18)
+      << "\" class=\"xtick\">" << format_number(v, 4) << "</text>\n";
+  }
+  o << "<line x1=\"" << fmt(left) << "\" y1=\"" << fmt(top + ph) << "\" x2=\"" << fmt(left + pw) << "\" y2=\""
+    << fmt(top + ph) << "\" class=\"axis\"/><line x1=\"" << fmt(left) << "\" y1=\"" << fmt(top) << "\" x2=\"" << fmt(left)
+    << "\" y2=\"" << fmt(top + ph) << "\" class=\"axis\"/>\n";
+  std::string xl = c.x_label;
+  if (c.x_is_time) xl += std::string(" (") + tu.name + ")";
+  o << "<text x=\"" << fmt(left + pw / 2) << "\" y=\"" << fmt(H - 8) << "\" class=\"xlabel\">" << html_escape(xl)
+    << "</text>\n";
+  o << "<text transform=\"translate(16," << fmt(top + ph / 2) << ") rotate(-90)\" class=\"ylabel\">"
+    << html_escape(c.y_label) << "</text>\n";
+
+  // Series, clipped to the plot area.
+  o << "<clipPath id=\"" << html_escape(c.id) << "-clip\"><rect x=\"" << fmt(left) << "\" y=\"" << fmt(top)
+    << "\" width=\"" << fmt(pw) << "\" height=\"" << fmt(ph) << "\"/></clipPath>\n<g clip-path=\"url(#"
+    << html_escape(c.id) << "-clip)\">\n";
+  for (const ChartSeries& s : c.series) {
+    const size_t n = std::min(s.x.size(), s.y.size());
+    if (s.style == SeriesStyle::Bars) {
+      // Thin bars; at least one pixel wide, at most a few when points are sparse.
+      const double bw = std::clamp(pw / std::max<double>(1.0, static_cast<double>(n)) * 0.6, 1.0, 6.0);
+      std::ostringstream d;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i]) || s.y[i] == 0) continue;
+        const double px = X(s.x[i]), py = Y(s.y[i]), pz = Y(0);
+        d << "M" << fmt(px - bw / 2) << " " << fmt(pz) << "H" << fmt(px + bw / 2) << "V" << fmt(py) << "H"
+          << fmt(px - bw / 2) << "Z";
+      }
+      o << "<path class=\"series\" data-series=\"" << html_escape(s.name) << "\" d=\"" << d.str() << "\" fill=\""
+        << html_escape(s.color) << "\"/>\n";
+    } else if (s.style == SeriesStyle::Points || n == 1) {
+      std::ostringstream d;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+        // A small diamond per point: one path instead of thousands of circles.
+        const double px = X(s.x[i]), py = Y(s.y[i]);
+        d << "M" << fmt(px) << " " << fmt(py - 3.5) << "L" << fmt(px + 3.5) << " " << fmt(py) << "L" << fmt(px) << " "
+          << fmt(py + 3.5) << "L" << fmt(px - 3.5) << " " << fmt(py) << "Z";
+      }
+      o << "<path class=\"series\" data-series=\"" << html_escape(s.name) << "\" d=\"" << d.str() << "\" fill=\""
+        << html_escape(s.color) << "\"/>\n";
+    } else {
+      std::ostringstream d;
+      bool pen_down = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+          pen_down = false;  // a gap in the data is a gap in the line
+          continue;
+        }
+        d << (pen_down ? "L" : "M") << fmt(X(s.x[i])) << " " << fmt(Y(s.y[i]));
+        pen_down = true;
+      }
+      o << "<path class=\"series\" data-series=\"" << html_escape(s.name) << "\" d=\"" << d.str()
+        << "\" fill=\"none\" stroke=\"" << html_escape(s.color) << "\" stroke-width=\"1.8\" stroke-linejoin=\"round\"/>\n";
+    }
+  }
+  for (const ReferenceLine& r : c.references) {
+    o << "<line class=\"reference\" x1=\"" << fmt(left) << "\" y1=\"" << fmt(Y(r.y)) << "\" x2=\"" << fmt(left + pw)
+      << "\" y2=\"" << fmt(Y(r.y)) << "\" stroke=\"" << html_escape(r.color)
+      << "\" stroke-width=\"1.6\" stroke-dasharray=\"6,4\"/>\n";
+  }
+  o << "</g>\n</svg>\n";
+  return o.str();
+}
+
+std::string render_stacked_bar(const std::string& id, const std::string& title, const std::vector<BarSegment>& segments,
+                               const std::string& unit, double width) {
+  double total = 0;
+  for (const BarSegment& s : segments) total += std::max(0.0, s.value);
+  const double left = 10, right = 10, bar_y = 32, bar_h = 30;
+  const double rows = static_cast<double>((segments.size() + 2) / 3);
+  const double H = bar_y + bar_h + 16 + rows * 20 + 6;
+  const double pw = width - left - right;
+  std::ostringstream o;
+  o << "<svg id=\"" << html_escape(id) << "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(width)
+    << "\" height=\"" << fmt(H) << "\" viewBox=\"0 0 " << fmt(width) << " " << fmt(H) << "\" role=\"img\" aria-label=\""
+    << html_escape(title) << "\">\n";
+  o << "<text x=\"" << fmt(left) << "\" y=\"18\" class=\"title\">" << html_escape(title) << "</text>\n";
+  if (!(total > 0)) {
+    o << "<rect x=\"" << fmt(left) << "\" y=\"" << fmt(bar_y) << "\" width=\"" << fmt(pw) << "\" height=\"" << fmt(bar_h)
+      << "\" class=\"plot\"/><text x=\"" << fmt(left + pw / 2) << "\" y=\"" << fmt(bar_y + 20)
+      << "\" class=\"nodata\">no data in this run</text>\n</svg>\n";
+    return o.str();
+  }
+  double x = left;
+  for (const BarSegment& s : segments) {
+    const double w = std::max(0.0, s.value) / total * pw;
+    if (w <= 0) continue;
+    o << "<path class=\"series\" data-series=\"" << html_escape(s.name) << "\" d=\"M" << fmt(x) << " " << fmt(bar_y) << "H"
+      << fmt(x + w) << "V" << fmt(bar_y + bar_h) << "H" << fmt(x) << "Z\" fill=\"" << html_escape(s.color)
+      << "\"><title>" << html_escape(s.name) << "</title></path>\n";
+    x += w;
+  }
+  // Legend: three columns of "name: value (share)".
+  const double col_w = pw / 3;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const BarSegment& s = segments[i];
+    const double lx = left + static_cast<double>(i % 3) * col_w, ly = bar_y + bar_h + 18 + static_cast<double>(i / 3) * 20;
+    const std::string value = unit == "s" ? format_seconds(s.value) : format_number(s.value, 4) + " " + unit;
+    const std::string share = format_number(100.0 * std::max(0.0, s.value) / total, 3) + "%";
+    o << "<rect x=\"" << fmt(lx) << "\" y=\"" << fmt(ly - 10) << "\" width=\"12\" height=\"12\" fill=\""
+      << html_escape(s.color) << "\"/><text x=\"" << fmt(lx + 17) << "\" y=\"" << fmt(ly) << "\" class=\"legend\">"
+      << html_escape(s.name) << ": " << html_escape(value) << " (" << share << ")</text>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+}  // namespace nl

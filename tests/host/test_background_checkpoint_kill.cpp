@@ -1,0 +1,116 @@
+// A checkpoint write killed half-way through `nightlora train` leaves the previous checkpoint
+// usable: the test watches the checkpoint folder (inotify) and sends SIGKILL the moment the
+// trainer creates a checkpoint's temporary file, i.e. while it writes and fsyncs it. The next
+// session resumes from the checkpoint before, and the run ends byte-identical to one that was
+// never interrupted.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/inotify.h>
+
+#include "../report/tiny_run.h"
+#include "resume_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tinyrun;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Checkpoints (complete ones) and leftover temporaries in DIR.
+struct Listing {
+  std::vector<std::string> done, tmp;
+};
+Listing list(const fs::path& dir) {
+  Listing l;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (ends_with(n, ".nlck")) l.done.push_back(n);
+    if (ends_with(n, ".tmp")) l.tmp.push_back(n);
+  }
+  std::sort(l.done.begin(), l.done.end());
+  return l;
+}
+
+// Blocks until a "*.tmp" file is created in the watched folder; false on timeout.
+bool wait_for_temp_file(int fd, int timeout_ms) {
+  alignas(inotify_event) char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) return false;
+    const ssize_t n = read(fd, buf, sizeof buf);
+    for (ssize_t off = 0; off < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      if (ev->len > 0 && ends_with(ev->name, ".tmp")) return true;
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+    }
+  }
+}
+
+TEST(CheckpointWriteKill, KilledMidWriteKeepsThePreviousCheckpointAndResumeIsExact) {
+  nltest::TempDir td;
+  const fs::path model = make_tiny_model(td.path);
+  const int iters = 12;
+  // Rank 32: checkpoints big enough that writing and fsyncing one takes a while.
+  const std::string opts = "--save-every 1 --save-every-sec 0 --keep 2 --rank 32";
+  auto ref = nltest::run_cli(train_args(model, td / "ref", iters, opts));
+  ASSERT_EQ(ref.rc, 0) << ref.out << ref.err;
+
+  const fs::path out = td / "killed", ckdir = out / "checkpoints";
+  fs::create_directories(ckdir);
+  int mid_write = 0, sessions = 0;
+  std::string expect_resume;  // the checkpoint the session after a mid-write kill must resume from
+  for (; sessions < 30 && mid_write < 3; ++sessions) {
+    const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_GE(inotify_add_watch(fd, ckdir.c_str(), IN_CREATE), 0);
+    const fs::path log = td / ("session" + std::to_string(sessions) + ".txt");
+    const Listing before = list(ckdir);
+    pid_t pid = spawn_cli(train_args(model, out, iters, opts), log);
+    ASSERT_GT(pid, 0);
+    const bool writing = wait_for_temp_file(fd, 60000);
+    kill(pid, SIGKILL);
+    wait_exit(pid);
+    close(fd);
+    const std::string text = nltest::read_text(log);
+    EXPECT_EQ(text.find("rror"), std::string::npos) << text;
+    if (!expect_resume.empty()) {
+      EXPECT_NE(text.find("resuming from " + (ckdir / expect_resume).string()), std::string::npos)
+          << "expected to resume from " << expect_resume << ":\n" << text;
+      expect_resume.clear();
+    }
+    ASSERT_TRUE(writing) << "no checkpoint write seen:\n" << text;
+    const Listing after = list(ckdir);
+    if (!after.tmp.empty()) {
+      // Killed while writing: the temporary is there, and the newest complete checkpoint is
+      // one that existed before, untouched.
+      ++mid_write;
+      ASSERT_FALSE(after.done.empty());
+      EXPECT_NE(std::find(before.done.begin(), before.done.end(), after.done.back()), before.done.end());
+      expect_resume = after.done.back();
+    }
+    if (fs::exists(out / "adapter.gguf")) break;  // finished before enough kills landed
+  }
+  std::printf("%d sessions, %d killed in the middle of a checkpoint write\n", sessions, mid_write);
+  EXPECT_GE(mid_write, 1) << "no kill landed inside a checkpoint write: the test did not exercise it";
+
+  auto fin = nltest::run_cli(train_args(model, out, iters, opts));
+  ASSERT_EQ(fin.rc, 0) << fin.out << fin.err;
+  EXPECT_EQ(fin.err.find("damaged"), std::string::npos) << fin.err;
+  EXPECT_TRUE(list(ckdir).tmp.empty()) << "leftover temporaries were not cleaned up";
+  for (const char* f : {"adapter_model.safetensors", "adapter.gguf"})
+    EXPECT_TRUE(nltest::read_text(td / "ref" / f) == nltest::read_text(out / f)) << f << " differs";
+  const Listing r = list(td / "ref/checkpoints"), k = list(ckdir);
+  ASSERT_FALSE(r.done.empty());
+  ASSERT_FALSE(k.done.empty());
+  EXPECT_EQ(r.done.back(), k.done.back());
+  const std::string a = resume_test::state_bytes(td / "ref/checkpoints" / r.done.back()),
+                    b = resume_test::state_bytes(ckdir / k.done.back());
+  EXPECT_GT(a.size(), 1000u);
+  EXPECT_TRUE(a == b) << "final adapter + optimizer state differs";
+}
+
+}  // namespace
