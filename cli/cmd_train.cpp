@@ -23,6 +23,7 @@
 #include <string>
 
 #include "command.h"
+#include "train_precision.h"
 #include "nightlora/data/dataset.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
@@ -84,6 +85,7 @@ struct TrainArgs {
   double temp_ceiling = 0;
   double duty = 0;
   std::string temp_source = "auto";
+  nlcli::PrecisionArgs precision;  // --precision, --precision-tol, --precision-calib-tokens
 };
 
 // What must match for a checkpoint to be resumed: everything that shapes the trajectory.
@@ -96,6 +98,7 @@ nlohmann::json run_identity(const TrainArgs& a) {
                         {"dropout", a.dropout}, {"targets", a.targets},           {"lora-seed", a.lora_seed},
                         {"seq-len", a.seq_len}, {"train-on", a.train_on},         {"chat-format", a.chat_format},
                         {"adapter", a.adapter.empty() ? std::string() : nl::fingerprint_path(a.adapter)}};
+  nlcli::add_precision_identity(cfg, a.precision);
   return {{"model", nl::fingerprint_path(a.model)}, {"data", nl::fingerprint_path(a.data)}, {"config", cfg}};
 }
 
@@ -160,6 +163,7 @@ int run_train(const TrainArgs& a) {
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;
+  nlcli::check_precision_args(a.precision);
   std::error_code ec;
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
     nl::fail(a.out, "--out exists and is not a folder", "give a folder for the adapter and log");
@@ -185,6 +189,7 @@ int run_train(const TrainArgs& a) {
               static_cast<long long>(adapter.cfg.rank), adapter.cfg.alpha, adapter.cfg.dropout,
               adapter.cfg.targets_string().c_str(), static_cast<long long>(adapter.n_params()));
 
+  const std::optional<nl::PrecisionPlan> plan_file = nlcli::read_precision_file(a.precision, mc.n_layer);
   const nlohmann::json identity = run_identity(a);
   nl::Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
   std::printf("training: %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
@@ -201,6 +206,7 @@ int run_train(const TrainArgs& a) {
   std::optional<nl::LoadedCheckpoint> loaded = store.load_latest();
   int64_t tokens_before = 0;
   double elapsed_before = 0;
+  std::optional<nl::PrecisionPlan> stored_plan;
   if (loaded) {
     for (const std::string& s : loaded->skipped)
       std::cerr << "nightlora: warning: damaged checkpoint skipped: " << s << "\n";
@@ -208,6 +214,7 @@ int run_train(const TrainArgs& a) {
     nl::check_identity(ck.meta.identity, identity, loaded->path);
     elapsed_before = ck.meta.progress.value("elapsed_s", 0.0);
     trainer.resume(ck.state, elapsed_before);
+    stored_plan = ck.precision;
     tokens_before = ck.meta.progress.value("tokens", int64_t{0});
     std::printf("resuming from %s: step %lld/%lld\n", loaded->path.c_str(), static_cast<long long>(ck.state.step),
                 static_cast<long long>(trainer.total_steps()));
@@ -216,6 +223,8 @@ int run_train(const TrainArgs& a) {
     nl::fail(store.dir(), "--resume was given but there is no checkpoint to resume from",
              "run without --resume to start a new run in this folder");
   }
+  nlcli::setup_precision(trainer, a.precision, loaded ? stored_plan : plan_file, loaded.has_value(), a.out,
+                         mc.n_layer);
   std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
   if (!log) nl::fail(log_path.string(), "cannot write the training log");
 
@@ -231,6 +240,7 @@ int run_train(const TrainArgs& a) {
     ck.meta.identity = identity;
     ck.meta.progress = {{"elapsed_s", elapsed_s}, {"tokens", tokens_total}};
     ck.state = st;
+    ck.precision = trainer.precision();
     store.save(st.step, nl::encode_checkpoint(ck));
     last_saved = st.step;
   };
@@ -453,6 +463,7 @@ nlcli::Register reg_train(
       sub.add_option("--duty", a->duty, "pacing: share of wall time spent in steps, in (0, 1]");
       sub.add_option("--temp-source", a->temp_source, "pacing sensor: auto (thermal zones, hwmon), file:PATH or cmd:COMMAND")
           ->capture_default_str();
+      nlcli::add_precision_options(sub, a->precision);
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       return [a]() { return run_train(*a); };

@@ -197,6 +197,11 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
 std::string encode_checkpoint(const Checkpoint& c) {
   nlohmann::json header = {{"format", "nightlora-train-checkpoint"}, {"version", 1},
                            {"identity", c.meta.identity}, {"progress", c.meta.progress}};
+  if (c.precision) {
+    nlohmann::json plan = c.precision->to_json();
+    if (plan["calibration"].is_object()) plan["calibration"].erase("measured");
+    header["precision_plan"] = plan;
+  }
   const std::string h = header.dump();
   std::string out(kMagic, sizeof kMagic);
   put_u64(out, h.size());
@@ -235,6 +240,8 @@ Checkpoint decode_checkpoint(std::string_view payload, const std::string& where)
   Checkpoint c;
   c.meta.identity = h.value("identity", nlohmann::json::object());
   c.meta.progress = h.value("progress", nlohmann::json::object());
+  if (h.contains("precision_plan"))
+    c.precision = PrecisionPlan::from_json(h["precision_plan"], -1, where + ": precision_plan");
   c.state = decode_train_state(state, where);
   return c;
 }

@@ -19,6 +19,7 @@
 
 #include "det_rng.h"
 #include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/precision_plan.h"
 #include "nightlora/util/thread_pool.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
@@ -73,6 +74,18 @@ struct TrainStep::Impl {
   std::vector<int32_t> pos, chunk_labels;
   std::vector<double> row_nll;
   std::vector<int64_t> sup;
+  // The precision plan of the step being run (null: every product f32), and which product
+  // layer_forward is running: the forward pass or the recomputation in backward.
+  const PrecisionPlan* active_plan = nullptr;
+  FrozenProduct forward_kind = FrozenProduct::Forward;
+
+  Precision mode(int64_t l, Proj p, FrozenProduct k) const {
+    return active_plan ? active_plan->at(l, p, k) : Precision::F32;
+  }
+  Precision head_mode(FrozenProduct k) const {
+    if (!active_plan) return Precision::F32;
+    return k == FrozenProduct::InputGrad ? active_plan->head_input_grad : active_plan->head_forward;
+  }
 
   Impl(const Model& m, FrozenEngine& e, const StepOptions& o) : model(m), engine(e), opt(o), cfg(m.config), pool(o.threads) {
     if (opt.loss_chunk <= 0) fail("loss_chunk", "must be positive");
@@ -98,6 +111,9 @@ struct TrainStep::Impl {
       lv.push_back(std::move(v));
     }
     out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+    if (opt.precision && opt.precision->n_layer != cfg.n_layer)
+      fail("precision plan", "made for " + std::to_string(opt.precision->n_layer) + " layers, the model has " +
+                                 std::to_string(cfg.n_layer), "use a plan made for this model");
   }
 
   void plan(int64_t T, int64_t rank, int64_t max_seq) {
@@ -187,9 +203,10 @@ struct TrainStep::Impl {
     rmsnorm_forward(x_in, w.attn_norm.data(), T, d, cfg.rms_eps, xn.data(), rstd1.data(), pool);
     float* qdst = cfg.qk_norm ? q_lin.data() : q.data();
     float* kdst = cfg.qk_norm ? k_lin.data() : k.data();
-    engine.submit_forward(engine.handle(l, Proj::Q), xn.data(), T, qdst);
-    engine.submit_forward(engine.handle(l, Proj::K), xn.data(), T, kdst);
-    EngineTicket tv = engine.submit_forward(engine.handle(l, Proj::V), xn.data(), T, v.data());
+    const FrozenProduct fk = forward_kind;
+    engine.submit_forward(engine.handle(l, Proj::Q), xn.data(), T, qdst, mode(l, Proj::Q, fk));
+    engine.submit_forward(engine.handle(l, Proj::K), xn.data(), T, kdst, mode(l, Proj::K, fk));
+    EngineTicket tv = engine.submit_forward(engine.handle(l, Proj::V), xn.data(), T, v.data(), mode(l, Proj::V, fk));
     for (Proj p : {Proj::Q, Proj::K, Proj::V})
       if (en(p)) lora_down(br(p), xn.data(), T, zp(p), pool);
     engine.wait(tv);
@@ -209,15 +226,15 @@ struct TrainStep::Impl {
     rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
     attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
 
-    EngineTicket to = engine.submit_forward(engine.handle(l, Proj::O), att.data(), T, o_out.data());
+    EngineTicket to = engine.submit_forward(engine.handle(l, Proj::O), att.data(), T, o_out.data(), mode(l, Proj::O, fk));
     if (en(Proj::O)) lora_down(br(Proj::O), att.data(), T, zp(Proj::O), pool);
     engine.wait(to);
     if (en(Proj::O)) lora_up_add(br(Proj::O), zp(Proj::O), T, o_out.data(), pool);
     for (int64_t i = 0; i < T * d; ++i) x1[static_cast<size_t>(i)] = x_in[i] + o_out[static_cast<size_t>(i)];
 
     rmsnorm_forward(x1.data(), w.ffn_norm.data(), T, d, cfg.rms_eps, xn2.data(), rstd2.data(), pool);
-    engine.submit_forward(engine.handle(l, Proj::Gate), xn2.data(), T, g.data());
-    EngineTicket tu = engine.submit_forward(engine.handle(l, Proj::Up), xn2.data(), T, u.data());
+    engine.submit_forward(engine.handle(l, Proj::Gate), xn2.data(), T, g.data(), mode(l, Proj::Gate, fk));
+    EngineTicket tu = engine.submit_forward(engine.handle(l, Proj::Up), xn2.data(), T, u.data(), mode(l, Proj::Up, fk));
     for (Proj p : {Proj::Gate, Proj::Up})
       if (en(p)) lora_down(br(p), xn2.data(), T, zp(p), pool);
     engine.wait(tu);
@@ -225,7 +242,7 @@ struct TrainStep::Impl {
     if (en(Proj::Up)) lora_up_add(br(Proj::Up), zp(Proj::Up), T, u.data(), pool);
     swiglu_forward(g.data(), u.data(), h.data(), T * ff, pool);
 
-    EngineTicket td = engine.submit_forward(engine.handle(l, Proj::Down), h.data(), T, d_out.data());
+    EngineTicket td = engine.submit_forward(engine.handle(l, Proj::Down), h.data(), T, d_out.data(), mode(l, Proj::Down, fk));
     if (en(Proj::Down)) lora_down(br(Proj::Down), h.data(), T, zp(Proj::Down), pool);
     engine.wait(td);
     if (en(Proj::Down)) lora_up_add(br(Proj::Down), zp(Proj::Down), T, d_out.data(), pool);
@@ -253,15 +270,15 @@ struct TrainStep::Impl {
     };
 
     // MLP: x2 = x1 + down(h), h = silu(gate(xn2))·up(xn2), xn2 = norm(x1)
-    EngineTicket t = engine.submit_input_grad(engine.handle(l, Proj::Down), dx.data(), T, dh.data());
+    EngineTicket t = engine.submit_input_grad(engine.handle(l, Proj::Down), dx.data(), T, dh.data(), mode(l, Proj::Down, FrozenProduct::InputGrad));
     lora_params(Proj::Down, h.data(), dx.data());
     engine.wait(t);
     lora_input(Proj::Down, dh.data());
     zero(dg.data(), T * ff);
     zero(du.data(), T * ff);
     swiglu_backward(dh.data(), g.data(), u.data(), dg.data(), du.data(), T * ff, pool);
-    engine.submit_input_grad(engine.handle(l, Proj::Gate), dg.data(), T, dxn.data());
-    t = engine.submit_input_grad(engine.handle(l, Proj::Up), du.data(), T, tmp1.data());
+    engine.submit_input_grad(engine.handle(l, Proj::Gate), dg.data(), T, dxn.data(), mode(l, Proj::Gate, FrozenProduct::InputGrad));
+    t = engine.submit_input_grad(engine.handle(l, Proj::Up), du.data(), T, tmp1.data(), mode(l, Proj::Up, FrozenProduct::InputGrad));
     lora_params(Proj::Gate, xn2.data(), dg.data());
     lora_params(Proj::Up, xn2.data(), du.data());
     engine.wait(t);
@@ -271,7 +288,7 @@ struct TrainStep::Impl {
     rmsnorm_backward(dxn.data(), x1.data(), w.ffn_norm.data(), rstd2.data(), T, d, dx.data(), pool);  // dx = dx1
 
     // Attention: x1 = x + o(att), att = attention(rope(q), rope(k), v)
-    t = engine.submit_input_grad(engine.handle(l, Proj::O), dx.data(), T, datt.data());
+    t = engine.submit_input_grad(engine.handle(l, Proj::O), dx.data(), T, datt.data(), mode(l, Proj::O, FrozenProduct::InputGrad));
     lora_params(Proj::O, att.data(), dx.data());
     engine.wait(t);
     lora_input(Proj::O, datt.data());
@@ -290,9 +307,9 @@ struct TrainStep::Impl {
       dq_in = dq_lin.data();
       dk_in = dk_lin.data();
     }
-    engine.submit_input_grad(engine.handle(l, Proj::Q), dq_in, T, dxn.data());
-    engine.submit_input_grad(engine.handle(l, Proj::K), dk_in, T, tmp1.data());
-    t = engine.submit_input_grad(engine.handle(l, Proj::V), dv.data(), T, tmp2.data());
+    engine.submit_input_grad(engine.handle(l, Proj::Q), dq_in, T, dxn.data(), mode(l, Proj::Q, FrozenProduct::InputGrad));
+    engine.submit_input_grad(engine.handle(l, Proj::K), dk_in, T, tmp1.data(), mode(l, Proj::K, FrozenProduct::InputGrad));
+    t = engine.submit_input_grad(engine.handle(l, Proj::V), dv.data(), T, tmp2.data(), mode(l, Proj::V, FrozenProduct::InputGrad));
     lora_params(Proj::Q, xn.data(), dq_in);
     lora_params(Proj::K, xn.data(), dk_in);
     lora_params(Proj::V, xn.data(), dv.data());
@@ -323,11 +340,11 @@ struct TrainStep::Impl {
         chunk_labels[static_cast<size_t>(i)] = b.labels[static_cast<size_t>(t)];
       }
       rmsnorm_forward(lx.data(), out_norm.data(), C, d, cfg.rms_eps, lxn.data(), lrstd.data(), pool);
-      engine.forward(head, lxn.data(), C, logits.data());
+      engine.forward(head, lxn.data(), C, logits.data(), head_mode(FrozenProduct::Forward));
       cross_entropy_chunk(logits.data(), chunk_labels.data(), C, V, loss_scale, row_nll.data(), pool);
       for (int64_t i = 0; i < C; ++i) r.loss_sum += row_nll[static_cast<size_t>(i)];
       if (!backward) continue;
-      engine.input_grad(head, logits.data(), C, ldxn.data());
+      engine.input_grad(head, logits.data(), C, ldxn.data(), head_mode(FrozenProduct::InputGrad));
       zero(ldx.data(), C * d);
       rmsnorm_backward(ldxn.data(), lx.data(), out_norm.data(), lrstd.data(), C, d, ldx.data(), pool);
       for (int64_t i = 0; i < C; ++i)
@@ -354,6 +371,9 @@ struct TrainStep::Impl {
         pos[static_cast<size_t>(t)] = static_cast<int32_t>(t - b.seq_start[static_cast<size_t>(s)]);
     const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs()};
     const float dropout = grads ? a.cfg.dropout : 0.0f;
+    // The plan applies to training steps; validation (forward only) measures the adapter in f32.
+    active_plan = grads ? opt.precision : nullptr;
+    forward_kind = FrozenProduct::Forward;
 
     embedding_forward(model.weights.tok_embd, b.tokens.data(), T, ckpt.data(), pool);
     for (int64_t l = 0; l < cfg.n_layer; ++l)
@@ -364,7 +384,11 @@ struct TrainStep::Impl {
       const float* x_in = ckpt.data() + l * T * d;
       // The last block's activations are still in the layer buffers from the forward pass
       // (the loss uses its own buffers); every other block is recomputed.
-      if (l != cfg.n_layer - 1) layer_forward(l, x_in, T, as, a, dropout, seed, nullptr);
+      if (l != cfg.n_layer - 1) {
+        forward_kind = FrozenProduct::Recompute;
+        layer_forward(l, x_in, T, as, a, dropout, seed, nullptr);
+        forward_kind = FrozenProduct::Forward;
+      }
       layer_backward(l, x_in, T, as, a, *grads, dropout, seed);
     }
     return r;

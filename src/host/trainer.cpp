@@ -25,6 +25,7 @@ struct Trainer::Impl {
   int64_t steps_done = 0;
   int64_t data_pos = 0;  // position in the data stream (examples consumed)
   double elapsed_before_s = 0;
+  PrecisionPlan precision;  // the step reads it at every step (StepOptions::precision)
 
   Impl(const Model& m, const Dataset& t, const Dataset* v, const TrainConfig& c, LoraAdapter a)
       : model(m), train(t), valid(v), cfg(c), adapter(std::move(a)),
@@ -34,6 +35,8 @@ struct Trainer::Impl {
     engine = make_engine(model, eo);
     StepOptions so;
     so.threads = cfg.threads;
+    precision = PrecisionPlan::uniform(model.config.n_layer, Precision::F32);
+    so.precision = &precision;
     step = std::make_unique<TrainStep>(model, *engine, so);
     if (valid) val_batches = batches_in_order(*valid, cfg.batch);
   }
@@ -114,6 +117,28 @@ TrainState Trainer::state() const {
 }
 
 int64_t Trainer::steps_done() const { return impl_->steps_done; }
+
+void Trainer::set_precision(const PrecisionPlan& plan) {
+  const int64_t n = impl_->model.config.n_layer;
+  if (plan.n_layer != n || plan.modes.size() != static_cast<size_t>(n * kNumProj * kNumFrozenProducts))
+    fail("precision plan", "made for " + std::to_string(plan.n_layer) + " layers, the model has " + std::to_string(n),
+         "use a plan made for this model, or --precision auto");
+  impl_->precision = plan;
+}
+
+const PrecisionPlan& Trainer::precision() const { return impl_->precision; }
+
+CalibrationResult Trainer::calibrate_precision(const CalibrationOptions& opt, int64_t max_tokens) {
+  Impl& I = *impl_;
+  // The examples training starts with, in the run's own data order.
+  DataOrder order(static_cast<int64_t>(I.train.examples.size()), I.cfg.seed);
+  std::vector<int64_t> idx;
+  for (int64_t p = 0; p < order.size(); ++p) idx.push_back(order.at(p));
+  const Batch batch = calibration_batch(I.train.examples, idx, max_tokens);
+  CalibrationOptions o = opt;
+  o.threads = I.cfg.threads;
+  return nl::calibrate_precision(I.model, *I.engine, batch, I.adapter, o);
+}
 
 LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
                          const std::function<void(const ValReport&)>& on_val) {

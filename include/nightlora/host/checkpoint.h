@@ -11,6 +11,7 @@
 //   - the run's identity: a fingerprint of the base model and of the training data, and the
 //     configuration that shapes the trajectory (learning rate, schedule, batch, seeds, LoRA
 //     settings...). A checkpoint of another model, data set or configuration is refused.
+//   - the precision plan (the mode of each frozen product), so a resumed run uses the same one;
 //   - progress figures that are not part of the trajectory (wall time and tokens so far), so
 //     the log and the report continue across restarts.
 //
@@ -20,12 +21,14 @@
 // trajectory part of two checkpoints byte for byte; it holds no time or host-dependent data.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "nightlora/host/lora.h"
+#include "nightlora/host/precision_plan.h"
 
 namespace nl {
 
@@ -45,6 +48,10 @@ struct CheckpointMeta {
 struct Checkpoint {
   CheckpointMeta meta;
   TrainState state;
+  // The run's precision plan, in the header as "precision_plan" (its calibration summary kept,
+  // the per-product figures left to OUT/precision_plan.json). Absent in checkpoints written
+  // before plans existed: those runs were all f32.
+  std::optional<PrecisionPlan> precision;
 };
 
 // The trajectory part, little-endian, fixed order: step, data_pos, adam_t, LoRA config, then

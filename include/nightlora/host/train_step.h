@@ -13,10 +13,14 @@
 namespace nl {
 
 class FrozenEngine;
+struct PrecisionPlan;
 
 struct StepOptions {
   int threads = 0;           // 0: all cores
   int64_t loss_chunk = 64;   // supervised tokens per output-head chunk
+  // The mode of each frozen product in training steps (forward_backward); null: all f32.
+  // Validation (forward_only) always runs f32. Read at each step, so it must outlive the step.
+  const PrecisionPlan* precision = nullptr;
 };
 
 struct StepResult {

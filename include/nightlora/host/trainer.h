@@ -16,6 +16,7 @@
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/optimizer.h"
+#include "nightlora/host/precision_plan.h"
 #include "nightlora/host/schedule.h"
 #include "nightlora/modelio/model.h"
 
@@ -91,6 +92,14 @@ class Trainer {
 
   // Validation loss of `adapter` (no dropout, no gradients). Requires a validation set.
   ValReport validate(const LoraAdapter& adapter, int64_t step);
+
+  // The precision plan of the training steps (every product f32 until set; validation always
+  // runs f32). Throws nl::Error when the plan is for another layer count.
+  void set_precision(const PrecisionPlan& plan);
+  const PrecisionPlan& precision() const;
+  // Measures a plan (see calibrate_precision) on the first examples of the data order, at most
+  // `max_tokens` tokens, with the current adapter and this trainer's engine. Does not set it.
+  CalibrationResult calibrate_precision(const CalibrationOptions& opt, int64_t max_tokens);
 
  private:
   struct Impl;

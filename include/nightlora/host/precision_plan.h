@@ -1,0 +1,129 @@
+// The precision plan: which numeric mode (f32, f16, int8; see nl::Precision) the frozen engine
+// uses for each product of a training step.
+//
+// A step runs three products per projection of each layer: the forward product, the same
+// product again when the block is recomputed in backward (activation checkpointing), and the
+// input gradient dX = dY·W. The output head runs a forward and an input-gradient product per
+// loss chunk (it is never recomputed). The plan gives each of these its own mode, so that the
+// products the adapter gradients are sensitive to keep f32 while the rest run cheaper.
+//
+// `--precision auto` chooses the plan by measurement (calibrate_precision): on one small
+// calibration batch it computes the adapter gradients with every product in f32 (the
+// reference), then, for each product in turn and each cheaper mode from the cheapest
+// (int8 < f16 < f32), the gradients with THAT product alone in that mode. The cheapest mode
+// whose relative error ||g - g_ref|| / ||g_ref|| is at most `tol` and whose cosine with g_ref
+// is at least 1 - tol is kept. The plan is printed, written next to the run, stored in its
+// checkpoints and reused on resume.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nightlora/data/batch.h"
+#include "nightlora/data/dataset.h"
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/modelio/model.h"
+
+namespace nl {
+
+// The three frozen products of a projection in one step.
+enum class FrozenProduct : uint8_t { Forward = 0, Recompute = 1, InputGrad = 2 };
+constexpr int kNumFrozenProducts = 3;
+const char* frozen_product_name(FrozenProduct k);  // "forward" | "recompute" | "input_grad"
+
+// Cheapest first: the order in which calibration tries modes.
+constexpr Precision kCheaperModes[] = {Precision::Int8, Precision::F16};
+
+struct PrecisionPlan {
+  int64_t n_layer = 0;
+  // modes[(layer * kNumProj + proj) * kNumFrozenProducts + product]
+  std::vector<Precision> modes;
+  Precision head_forward = Precision::F32;
+  Precision head_input_grad = Precision::F32;
+  // How the plan was made: "auto" (calibrated) or the forced mode ("f32", "f16", "int8").
+  std::string origin = "f32";
+  // What calibration measured (tolerance, passes, seconds, per-product errors); informative,
+  // kept through the JSON round trip, null for a forced plan.
+  nlohmann::json calibration;
+
+  // Every product in mode `p`.
+  static PrecisionPlan uniform(int64_t n_layer, Precision p);
+
+  Precision at(int64_t layer, Proj p, FrozenProduct k) const { return modes[index(layer, p, k)]; }
+  void set(int64_t layer, Proj p, FrozenProduct k, Precision m) { modes[index(layer, p, k)] = m; }
+  // Number of products (layers x 7 x 3, plus the head's two) in mode `m`.
+  int64_t count(Precision m) const;
+  bool all(Precision m) const { return count(m) == static_cast<int64_t>(modes.size()) + 2; }
+
+  // {"format": "nightlora-precision-plan", "version": 1, "origin", "n_layer",
+  //  "layers": [{"q": [forward, recompute, input_grad], "k": [...], ...}, ...],
+  //  "head": {"forward": m, "input_grad": m}, "calibration": {...} or null}
+  nlohmann::json to_json() const;
+  // Validates everything: format and version, layer count (against expect_layers when >= 0),
+  // exactly the seven projections per layer with three known modes each, the head. `where`
+  // names the source (a file, a checkpoint) in errors, which say what to do.
+  static PrecisionPlan from_json(const nlohmann::json& j, int64_t expect_layers, const std::string& where);
+  // As from_json, from the text of a plan file (malformed JSON is an nl::Error too).
+  static PrecisionPlan parse(const std::string& text, int64_t expect_layers, const std::string& where);
+
+  // A compact table: one line per layer with, for each projection, three letters (forward,
+  // recompute, input grad; F = f32, H = f16, I = int8), the head, and the totals per mode.
+  std::string table() const;
+
+ private:
+  size_t index(int64_t layer, Proj p, FrozenProduct k) const {
+    return static_cast<size_t>((layer * kNumProj + static_cast<int64_t>(p)) * kNumFrozenProducts +
+                               static_cast<int64_t>(k));
+  }
+};
+
+struct CalibrationOptions {
+  double tol = 0.02;        // accepted relative gradient error (and 1 - cosine)
+  int threads = 0;          // 0: all cores
+  uint64_t dropout_seed = 0;  // LoRA dropout masks of the calibration passes (the same in every pass)
+  // Memory for the reference pass's engine outputs, replayed in later passes up to their first
+  // product in a cheaper mode (everything before it is bit-identical to the reference pass).
+  // Past the cap, products are computed again: slower, same result.
+  size_t replay_bytes = size_t{512} << 20;
+  // Called after each measured pass with (passes done, passes at most); may print progress.
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+// One measurement: the named product alone in `mode`, everything else f32.
+struct ProductSensitivity {
+  int64_t layer = -1;  // -1: the output head
+  Proj proj = Proj::Q;
+  FrozenProduct product = FrozenProduct::Forward;
+  Precision mode = Precision::F32;
+  double rel_err = 0;  // ||g - g_ref|| / ||g_ref|| over all adapter gradients
+  double cosine = 1;   // cos(g, g_ref)
+  bool accepted = false;
+};
+
+struct CalibrationResult {
+  PrecisionPlan plan;  // origin "auto"; plan.calibration holds the figures below as JSON
+  std::vector<ProductSensitivity> measured;
+  int64_t passes = 0;           // forward+backward passes run, the reference included
+  int64_t tokens = 0;           // tokens of the calibration batch
+  int64_t replayed_products = 0;  // engine products served from the reference pass
+  int64_t computed_products = 0;  // engine products computed
+  double seconds = 0;
+};
+
+// Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
+// 1 + at most (n_layer * 21 + 2) * 2 forward+backward passes: a product stops at the first
+// (cheapest) mode that is within tolerance. Throws nl::Error when the batch has no supervised
+// token, the reference gradients are all zero or not finite, or tol is negative.
+CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, const Batch& batch,
+                                      const LoraAdapter& adapter, const CalibrationOptions& opt);
+
+// The calibration batch: examples of `examples` in the given order, packed until `max_tokens`
+// (the last one cut to fit, keeping its start); examples with no supervised token left after
+// the cut are skipped. Throws nl::Error when no supervised token fits.
+Batch calibration_batch(const std::vector<Example>& examples, const std::vector<int64_t>& order, int64_t max_tokens);
+
+}  // namespace nl
