@@ -61,6 +61,7 @@ struct TrainArgs {
   int64_t seq_len = 512;
   uint64_t seed = 0;
   int threads = 0;
+  std::string engine = "cpu";  // frozen-engine backend
   std::string train_on = "completion";
   std::string chat_format;
   int64_t val_every = 0;
@@ -160,6 +161,7 @@ int run_train(const TrainArgs& a) {
   tc.grad_accum = a.grad_accum;
   tc.seed = a.seed;
   tc.threads = a.threads;
+  tc.engine = a.engine;
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;
@@ -432,6 +434,11 @@ nlcli::Register reg_train(
           ->capture_default_str();
       sub.add_option("--seed", a->seed, "seed of the data order and dropout")->capture_default_str();
       sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+      sub.add_option("--engine", a->engine,
+                     "frozen-engine backend: cpu, vulkan (a Vulkan GPU; NL_VULKAN_DEVICE=index picks one) or auto "
+                     "(vulkan when a GPU is present, else cpu)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "cpu", "vulkan"}));
       sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
           ->capture_default_str();
       sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");

@@ -26,6 +26,11 @@ APT_PACKAGES=(
   "libpcre2-dev:arm64=10.42-1+deb12u2"
   "nodejs"
   "npm"
+  # Vulkan backend of the frozen engine: headers + loader, the GLSL -> SPIR-V compiler (build
+  # time), and Mesa's software Vulkan driver (lavapipe), the device its tests run on in CI.
+  "libvulkan-dev=1.3.239.0-1"
+  "glslc=2023.2-1"
+  "mesa-vulkan-drivers=22.3.6-1+deb12u2"
 )
 
 SUDO=""

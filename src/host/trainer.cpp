@@ -32,6 +32,7 @@ struct Trainer::Impl {
         order(static_cast<int64_t>(t.examples.size()), c.seed), opt(adapter, c.adamw) {
     EngineOptions eo;
     eo.threads = cfg.threads;
+    eo.backend = cfg.engine;
     engine = make_engine(model, eo);
     StepOptions so;
     so.threads = cfg.threads;

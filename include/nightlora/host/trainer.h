@@ -34,6 +34,7 @@ struct TrainConfig {
   double clip = 1.0;       // global gradient norm cap; <= 0: none
   uint64_t seed = 0;       // data order and dropout (the adapter init has its own seed)
   int threads = 0;         // 0: all cores
+  std::string engine = "cpu";  // frozen-engine backend: cpu, vulkan or auto (EngineOptions::backend)
   int64_t val_every = 0;   // validate every N steps (and always before and after); 0: before and after only
 };
 

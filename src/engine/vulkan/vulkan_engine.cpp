@@ -7,7 +7,7 @@
 // does), so the weights are resident once, on the device.
 //
 // A product is recorded into one command buffer of a "slot" and submitted with a fence:
-//   copy X to the device -> [F16: round X per row | Int8: quantize X per 32-block]
+//   copy X to the device -> [F16: round X per row | Int8 forward: quantize X per 32-block]
 //   -> forward or input-grad shader -> [F16: round Y per row] -> copy Y back,
 // bracketed by two timestamp queries (its device time). Slots form a ring (kSlots), each
 // with its own staging/activation buffers that grow to the largest product seen and are
@@ -403,8 +403,11 @@ class VulkanEngine final : public FrozenEngine {
     s.out_stage.ensure(ctx_, out_bytes);
     s.in_dev.ensure(ctx_, in_bytes);
     s.out_dev.ensure(ctx_, out_bytes);
-    s.quant_dev.ensure(ctx_, prec == Precision::Int8 ? in_blocks * 32 : 16);
-    s.scale_dev.ensure(ctx_, prec == Precision::Int8 ? in_blocks * 4 : 16);
+    // Int8 forward: X is quantized per 32-block by a pass of its own; the input gradient
+    // quantizes dY (times the weight scales) inside its shader.
+    const bool quantize_input = prec == Precision::Int8 && !input_grad;
+    s.quant_dev.ensure(ctx_, quantize_input ? in_blocks * 32 : 16);
+    s.scale_dev.ensure(ctx_, quantize_input ? in_blocks * 4 : 16);
     std::memcpy(s.in_stage.buf.mapped, in, in_bytes);
 
     VkDescriptorBufferInfo infos[kBindings] = {
@@ -431,7 +434,7 @@ class VulkanEngine final : public FrozenEngine {
     check_dispatch(token_tiles, 1);
     if (prec == Precision::F16) check_dispatch(tokens, 0);
     const uint32_t quant_groups = static_cast<uint32_t>((in_blocks + kRowPassGroup - 1) / kRowPassGroup);
-    if (prec == Precision::Int8) check_dispatch(quant_groups, 0);
+    if (quantize_input) check_dispatch(quant_groups, 0);
 
     VkCommandBuffer cmd = s.cmd;
     begin(cmd);
@@ -447,7 +450,7 @@ class VulkanEngine final : public FrozenEngine {
     if (prec == Precision::F16) {
       dispatch(cmd, guard_f16_, prm, tokens, 1);
       compute_to_compute(cmd);
-    } else if (prec == Precision::Int8) {
+    } else if (quantize_input) {
       dispatch(cmd, quantize_q8_, prm, quant_groups, 1);
       compute_to_compute(cmd);
     }

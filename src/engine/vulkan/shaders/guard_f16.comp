@@ -1,8 +1,8 @@
 #version 450
 // F16 mode: stores each row of the input (target 0) or output (target 1) buffer as f16 with
 // the per-row range guard: the row is scaled by 2^k, k chosen from its largest magnitude so
-// that it lands just below 2^15 (no overflow at 65504, small values do not flush), rounded
-// to f16 and unscaled. The rounded values are kept in the f32 buffer: the numbers are exactly
+// that it lands in [2^14, 2^15) (no overflow at 65504, small values do not flush; the same
+// exponent as the cpu engine's range_guard.h), rounded to f16 (half to even) and unscaled. The rounded values are kept in the f32 buffer: the numbers are exactly
 // those an f16 activation buffer with a per-row power-of-two scale holds.
 // One workgroup per row.
 layout(local_size_x = 64) in;
@@ -34,7 +34,7 @@ void main() {
   if (amax > 0.0 && !isinf(amax) && !isnan(amax)) {
     int e;
     frexp(amax, e);  // amax < 2^e
-    k = 15 - e;
+    k = clamp(15 - e, -126, 126);  // amax * 2^k in [2^14, 2^15), as the cpu engine's guard
   }
   for (uint i = lid; i < p.len; i += 64u) {
     const float scaled = ldexp(load(base + i), k);
