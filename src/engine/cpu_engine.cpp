@@ -78,7 +78,7 @@ float* scratch_panel(int64_t n) {
 void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t r0, int64_t nr, int64_t c0,
                 int64_t c1, float* panel, int64_t ld) {
   if (m.tiled()) {
-    k.dequantize_tiles(m.tiles, r0 / kTileRows, c0 / engine::kTileCols, c1 / engine::kTileCols, panel, ld);
+    k.dequantize_tiles(m.tiles, r0 / kTileRows, c0 / m.tiles.tile_cols, c1 / m.tiles.tile_cols, panel, ld);
     return;
   }
   const size_t slice_offset = static_cast<size_t>(c0 / m.block_size) * m.block_bytes;
@@ -94,14 +94,20 @@ void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, const 
   k.forward(X + t0 * cols, cols, t1 - t0, panel, cols, nr, cols, Y + t0 * rows + r0, rows);
 }
 
+// The panel holds several row groups of the task's columns (about 32 KiB), so the kernel
+// keeps a block of dX in registers over all of them: with one 8-row group per call, dX was
+// loaded and stored once per 8 rows, a large part of why the input gradient took ~2.7x
+// the forward product's time.
 void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, const float* dY, float* dX, int64_t c0,
                      int64_t c1, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
-  float* panel = scratch_panel(kTileRows * n);
+  const int64_t kGradPanelRows = std::clamp<int64_t>(8192 / n / kTileRows, 1, 16) * kTileRows;
+  float* panel = scratch_panel(kGradPanelRows * n);
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
-  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
-    const int64_t nr = std::min(kTileRows, rows - r0);
-    fill_panel(k, m, r0, nr, c0, c1, panel, n);
+  for (int64_t r0 = 0; r0 < rows; r0 += kGradPanelRows) {
+    const int64_t nr = std::min(kGradPanelRows, rows - r0);
+    for (int64_t i = 0; i < nr; i += kTileRows)
+      fill_panel(k, m, r0 + i, std::min(kTileRows, nr - i), c0, c1, panel + i * n, n);
     k.input_grad(dY + t0 * rows + r0, rows, t1 - t0, panel, n, nr, n, dX + t0 * cols + c0, cols);
   }
 }
@@ -258,7 +264,7 @@ class CpuEngine final : public FrozenEngine {
     m.row_bytes = v.row_bytes();
     m.block_size = info.block_size;
     m.block_bytes = info.block_bytes;
-    if (engine::has_tiled_layout(v.type)) {
+    if (engine::has_tiled_layout(v.type, v.cols())) {
       m.tiles = engine::make_tiles(v);
       release_file_pages(v);
     } else
@@ -274,7 +280,14 @@ class CpuEngine final : public FrozenEngine {
   EngineTicket submit(Job job) {
     std::lock_guard<std::mutex> lk(mu_);
     job.ticket = ++issued_;
-    queue_.push_back(job);
+    if (queued_ == queue_.size()) {  // full: grow (only past the deepest queue so far)
+      std::vector<Job> bigger(queue_.size() * 2);
+      for (size_t i = 0; i < queued_; ++i) bigger[i] = queue_[(head_ + i) % queue_.size()];
+      queue_.swap(bigger);
+      head_ = 0;
+    }
+    queue_[(head_ + queued_) % queue_.size()] = job;
+    ++queued_;
     queue_cv_.notify_one();
     return job.ticket;
   }
@@ -284,10 +297,11 @@ class CpuEngine final : public FrozenEngine {
       Job job;
       {
         std::unique_lock<std::mutex> lk(mu_);
-        queue_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stop_ and drained
-        job = queue_.front();
-        queue_.pop_front();
+        queue_cv_.wait(lk, [&] { return stop_ || queued_ > 0; });
+        if (queued_ == 0) return;  // stop_ and drained
+        job = queue_[head_];
+        head_ = (head_ + 1) % queue_.size();
+        --queued_;
       }
       run(job);
       {
@@ -405,7 +419,10 @@ class CpuEngine final : public FrozenEngine {
 
   std::mutex mu_;
   std::condition_variable queue_cv_, done_cv_;
-  std::deque<Job> queue_;
+  // Submitted jobs not yet run, a ring: a std::deque would allocate a node every few
+  // submits, and a training step must not allocate (tests/host/step_runtime_test.cpp).
+  std::vector<Job> queue_ = std::vector<Job>(64);
+  size_t head_ = 0, queued_ = 0;
   EngineTicket issued_ = 0, done_ = 0;
   bool stop_ = false;
   std::thread dispatcher_;

@@ -19,6 +19,8 @@ struct PanelKernels {
   void (*forward)(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                   float* Y, int64_t ldy);
   // D[t*ldd + k] += sum_i G[t*ldg + i] * P[i*ldp + k]   rows i in increasing order.
+  // The panel may hold many row groups (nr > 8): the SIMD kernels keep blocks of D in
+  // registers over all nr rows.
   void (*input_grad)(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                      float* D, int64_t ldd);
 };
@@ -26,9 +28,11 @@ struct PanelKernels {
 const PanelKernels& scalar_kernels();
 // nullptr when this build or this CPU has no AVX2+FMA+F16C.
 const PanelKernels* avx2_kernels();
+// nullptr unless this is an arm64 build (every AArch64 CPU has NEON).
+const PanelKernels* neon_kernels();
 
 // "auto" (the best this CPU runs; the environment variable NL_ENGINE_ISA overrides it),
-// "scalar" or "avx2". Throws nl::Error for an unknown or unavailable name.
+// "scalar", "avx2" or "neon". Throws nl::Error for an unknown or unavailable name.
 const PanelKernels& select_kernels(const std::string& isa);
 
 }  // namespace nl::engine

@@ -3,14 +3,27 @@
 // them out when __builtin_cpu_supports says the CPU has all three.
 //
 // Register blocking: forward keeps 4 rows x 3 tokens of 8-lane partial dot products in
-// 12 registers (7 loads per 12 FMAs); input grad keeps 3 tokens x 32 columns of dX in
-// 12 registers and streams the panel rows through them (7 loads per 12 FMAs).
+// 12 registers (7 loads per 12 FMAs); input grad keeps 4 tokens x 24 columns of dX in
+// 12 registers while a tall panel (many row groups) streams through them (7 loads per 12
+// FMAs), so dX is loaded and stored once per panel, not once per 8 rows.
 #include "kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include <cstring>
+
+#include "../quant/blocks.h"
+
+// Whether the reference dequantizer (src/quant, compiled for the baseline instruction set)
+// evaluates Q4_K's `d1 * q - m1` with a fused multiply-subtract: only when the baseline
+// has FMA (-march=native on an FMA machine), because GCC contracts a*b-c where it can.
+// Decided here, before the target pragma below turns FMA on for this file.
+#if defined(__FMA__)
+#define NL_REFERENCE_FUSES_MUL_SUB 1
+#else
+#define NL_REFERENCE_FUSES_MUL_SUB 0
+#endif
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -25,34 +38,125 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// F16C converts every half (subnormals included) exactly, and each element is one float
-// multiply, as in the reference dequantizer: the output is bit-identical to it.
-void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
-  const int64_t nr = m.group_rows(g);
+inline float half_at(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return _cvtsh_ss(bits);
+}
+
+// 16 signed bytes -> 2 x 8 floats times d, stored at y.
+inline void store_scaled_i8x16(__m128i q, __m256 d, float* y) {
+  _mm256_storeu_ps(y + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+  _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d));
+}
+
+// Q4_0 / Q8_0 tiles (scales first). F16C converts every half (subnormals included)
+// exactly, and each element is one float multiply, as in the reference dequantizer.
+void dequantize_legacy_row(const TiledMatrix& m, const uint8_t* t, int64_t nr, int64_t i, float* y) {
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
-  const __m128i low_nibbles = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  const __m256 d = _mm256_set1_ps(half_at(t + i * 2));
+  const uint8_t* q = t + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
+  __m128i lo, hi;  // elements 0..15 and 16..31 as signed bytes
+  if (m.type == QType::Q4_0) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    const __m128i low_nibbles = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    lo = _mm_sub_epi8(_mm_and_si128(raw, low_nibbles), eight);
+    hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low_nibbles), eight);
+  } else {
+    lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+  }
+  store_scaled_i8x16(lo, d, y);
+  store_scaled_i8x16(hi, d, y + 16);
+}
+
+// 8 unsigned 4-bit levels -> d1 * q - m1, rounded as the reference rounds it.
+inline __m256 q4k_value(__m128i q8, __m256 d1, __m256 m1) {
+  const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q8));
+#if NL_REFERENCE_FUSES_MUL_SUB
+  return _mm256_fmsub_ps(d1, q, m1);
+#else
+  __m256 prod = _mm256_mul_ps(d1, q);
+  asm("" : "+x"(prod));  // keeps the compiler from fusing the multiply into the subtraction
+  return _mm256_sub_ps(prod, m1);
+#endif
+}
+
+// One Q4_K super-block (quant::dequantize_row_q4_K): sub-block scales d*sc and mins
+// dmin*m are the same scalar float products as in the reference.
+void dequantize_q4k_block(const quant::BlockQ4_K* x, float* y) {
+  const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
+  const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
+  for (int g = 0; g < quant::kQK_K / 64; ++g, y += 64) {
+    uint8_t sc, mn;
+    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
+    const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * mn);
+    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
+    const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * mn);
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * g));
+    const __m256i lo = _mm256_and_si256(raw, low_nibbles);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
+    const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
+    const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
+    _mm256_storeu_ps(y + 0, q4k_value(lo0, d1, m1));
+    _mm256_storeu_ps(y + 8, q4k_value(_mm_srli_si128(lo0, 8), d1, m1));
+    _mm256_storeu_ps(y + 16, q4k_value(lo1, d1, m1));
+    _mm256_storeu_ps(y + 24, q4k_value(_mm_srli_si128(lo1, 8), d1, m1));
+    _mm256_storeu_ps(y + 32, q4k_value(hi0, d2, m2));
+    _mm256_storeu_ps(y + 40, q4k_value(_mm_srli_si128(hi0, 8), d2, m2));
+    _mm256_storeu_ps(y + 48, q4k_value(hi1, d2, m2));
+    _mm256_storeu_ps(y + 56, q4k_value(_mm_srli_si128(hi1, 8), d2, m2));
+  }
+}
+
+// One Q6_K super-block (quant::dequantize_row_q6_K): 32 levels at a time from ql/qh, each
+// 16 with the scale (d * sc) times the level, the reference's two rounded multiplies.
+void dequantize_q6k_block(const quant::BlockQ6_K* x, float* y) {
+  const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), high_pair = _mm256_set1_epi8(0x30);
+  const __m256i thirty_two = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; ++h, y += 128) {
+    const uint8_t* ql = x->ql + 64 * h;
+    const int8_t* sc = x->scales + 8 * h;
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh + 32 * h));
+    // Byte shifts done on 16-bit lanes: the masks drop the bits that cross bytes.
+    const __m256i q[4] = {
+        _mm256_or_si256(_mm256_and_si256(ql0, low_nibbles), _mm256_and_si256(_mm256_slli_epi16(qh, 4), high_pair)),
+        _mm256_or_si256(_mm256_and_si256(ql1, low_nibbles), _mm256_and_si256(_mm256_slli_epi16(qh, 2), high_pair)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_nibbles), _mm256_and_si256(qh, high_pair)),
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_nibbles),
+                        _mm256_and_si256(_mm256_srli_epi16(qh, 2), high_pair)),
+    };
+    for (int k = 0; k < 4; ++k) {  // elements 32k .. 32k+31 of this half
+      const __m256i s = _mm256_sub_epi8(q[k], thirty_two);
+      store_scaled_i8x16(_mm256_castsi256_si128(s), _mm256_set1_ps(d * sc[2 * k]), y + 32 * k);
+      store_scaled_i8x16(_mm256_extracti128_si256(s, 1), _mm256_set1_ps(d * sc[2 * k + 1]), y + 32 * k + 16);
+    }
+  }
+}
+
+void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
+  if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, b0, b1, panel, ld);  // its error
+  const int64_t nr = m.group_rows(g);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* t = m.tile(g, b);
-    const uint8_t* quants = t + static_cast<size_t>(nr) * sizeof(uint16_t);
     for (int64_t i = 0; i < nr; ++i) {
-      uint16_t dbits;
-      std::memcpy(&dbits, t + i * 2, 2);
-      const __m256 d = _mm256_set1_ps(_cvtsh_ss(dbits));
-      const uint8_t* q = quants + static_cast<size_t>(i) * quant_bytes;
-      float* y = panel + i * ld + (b - b0) * kTileCols;
-      __m128i lo, hi;  // elements 0..15 and 16..31 as signed bytes
-      if (m.type == QType::Q4_0) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-        lo = _mm_sub_epi8(_mm_and_si128(raw, low_nibbles), eight);
-        hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low_nibbles), eight);
-      } else {
-        lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
-        hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+      float* y = panel + i * ld + (b - b0) * m.tile_cols;
+      const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
+      switch (m.type) {
+        case QType::Q4_0:
+        case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
+        case QType::Q4_K: dequantize_q4k_block(reinterpret_cast<const quant::BlockQ4_K*>(block), y); break;
+        case QType::Q6_K: dequantize_q6k_block(reinterpret_cast<const quant::BlockQ6_K*>(block), y); break;
+        case QType::F16:
+          for (int j = 0; j < kTileCols; j += 8)
+            _mm256_storeu_ps(y + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * j))));
+          break;
+        default: break;  // not a tiled type: excluded above
       }
-      _mm256_storeu_ps(y + 0, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), d));
-      _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), d));
-      _mm256_storeu_ps(y + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), d));
-      _mm256_storeu_ps(y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), d));
     }
   }
 }
@@ -95,7 +199,9 @@ void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64
   for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy);
 }
 
-// NT tokens x (V vectors of 8 columns) of D, accumulated over the nr panel rows in order.
+// NT tokens x (V vectors of 8 columns) of D, kept in registers while the nr panel rows
+// stream through them in increasing order (the reference order, each step one FMA).
+// NT x V <= 12 accumulators + V weights + 1 broadcast fit the 16 ymm registers.
 template <int NT, int V>
 inline void input_grad_block(const float* G, int64_t ldg, const float* P, int64_t ldp, int64_t nr, float* D,
                              int64_t ldd) {
@@ -114,25 +220,27 @@ inline void input_grad_block(const float* G, int64_t ldg, const float* P, int64_
     for (int v = 0; v < V; ++v) _mm256_storeu_ps(D + t * ldd + 8 * v, acc[t][v]);
 }
 
-template <int NT>
-inline void input_grad_tokens(const float* G, int64_t ldg, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                              float* D, int64_t ldd) {
-  int64_t k = 0;
-  for (; k + 32 <= n; k += 32) input_grad_block<NT, 4>(G, ldg, P + k, ldp, nr, D + k, ldd);
-  for (; k + 8 <= n; k += 8) input_grad_block<NT, 1>(G, ldg, P + k, ldp, nr, D + k, ldd);
-  for (; k < n; ++k)  // columns left over when n is not a multiple of 8 (f32/f16 weights)
-    for (int t = 0; t < NT; ++t) {
-      float s = D[t * ldd + k];
-      for (int64_t i = 0; i < nr; ++i) s += G[t * ldg + i] * P[i * ldp + k];
-      D[t * ldd + k] = s;
-    }
+// One slab of V*8 panel columns for all nt tokens: the slab (nr x V*8 floats) stays in L1
+// while the token blocks pass over it.
+template <int V>
+inline void input_grad_slab(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr,
+                            float* D, int64_t ldd) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) input_grad_block<4, V>(G + t * ldg, ldg, P, ldp, nr, D + t * ldd, ldd);
+  for (; t < nt; ++t) input_grad_block<1, V>(G + t * ldg, ldg, P, ldp, nr, D + t * ldd, ldd);
 }
 
 void input_grad_avx2(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                      float* D, int64_t ldd) {
-  int64_t t = 0;
-  for (; t + 3 <= nt; t += 3) input_grad_tokens<3>(G + t * ldg, ldg, P, ldp, nr, n, D + t * ldd, ldd);
-  for (; t < nt; ++t) input_grad_tokens<1>(G + t * ldg, ldg, P, ldp, nr, n, D + t * ldd, ldd);
+  int64_t k = 0;
+  for (; k + 24 <= n; k += 24) input_grad_slab<3>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
+  for (; k + 8 <= n; k += 8) input_grad_slab<1>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
+  for (; k < n; ++k)  // columns left over when n is not a multiple of 8 (f32/f16 weights)
+    for (int64_t t = 0; t < nt; ++t) {
+      float s = D[t * ldd + k];
+      for (int64_t i = 0; i < nr; ++i) s += G[t * ldg + i] * P[i * ldp + k];
+      D[t * ldd + k] = s;
+    }
 }
 
 }  // namespace

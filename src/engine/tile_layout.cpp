@@ -2,61 +2,114 @@
 
 #include <cstring>
 
+#include "../quant/blocks.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
 
 namespace nl::engine {
 
-bool has_tiled_layout(QType t) { return t == QType::Q4_0 || t == QType::Q8_0; }
+int64_t tile_cols(QType t) {
+  switch (t) {
+    case QType::Q4_0:
+    case QType::Q8_0:
+    case QType::F16: return kTileCols;
+    case QType::Q4_K:
+    case QType::Q6_K: return kSuperTileCols;
+    default: return 0;
+  }
+}
+
+bool has_tiled_layout(QType t) { return tile_cols(t) > 0; }
+
+bool has_tiled_layout(QType t, int64_t cols) { return has_tiled_layout(t) && cols > 0 && cols % tile_cols(t) == 0; }
+
+namespace {
+
+// The legacy blocks start with their half-float scale: the tile stores the nr scales
+// first, then the nr runs of quants.
+void copy_legacy_tile(const uint8_t* const* src, int64_t nr, size_t block_bytes, uint8_t* dst) {
+  const size_t scale_bytes = sizeof(uint16_t), quant_bytes = block_bytes - scale_bytes;
+  for (int64_t i = 0; i < nr; ++i) {
+    std::memcpy(dst + static_cast<size_t>(i) * scale_bytes, src[i], scale_bytes);
+    std::memcpy(dst + static_cast<size_t>(nr) * scale_bytes + static_cast<size_t>(i) * quant_bytes,
+                src[i] + scale_bytes, quant_bytes);
+  }
+}
+
+}  // namespace
 
 TiledMatrix make_tiles(const TensorView& w) {
-  if (!has_tiled_layout(w.type) || w.cols() % kTileCols != 0)
-    fail(w.name, "no tiled layout for this weight type/shape");
+  if (!has_tiled_layout(w.type, w.cols()))
+    fail(w.name, std::string("no tiled layout for a ") + qtype_name(w.type) + " matrix with rows of " +
+                     std::to_string(w.cols()) + " elements");
   TiledMatrix m;
   m.type = w.type;
   m.rows = w.rows();
   m.cols = w.cols();
-  m.block_bytes = qtype_info(w.type).block_bytes;
+  m.tile_cols = tile_cols(w.type);
+  // Bytes of one row's slice of a tile: tile_cols elements of the row as stored.
+  m.block_bytes = qtype_row_bytes(w.type, m.tile_cols);
   m.bytes.resize(m.block_bytes * static_cast<size_t>(m.n_blocks() * m.rows));
-  const size_t scale_bytes = sizeof(uint16_t), quant_bytes = m.block_bytes - scale_bytes;
+  const bool legacy = w.type == QType::Q4_0 || w.type == QType::Q8_0;
   for (int64_t g = 0; g < m.n_groups(); ++g) {
     const int64_t nr = m.group_rows(g);
     for (int64_t b = 0; b < m.n_blocks(); ++b) {
       uint8_t* dst = const_cast<uint8_t*>(m.tile(g, b));
-      for (int64_t i = 0; i < nr; ++i) {
-        // Every legacy block starts with its half-float scale, then its quants.
-        const uint8_t* src = w.row(g * kTileRows + i) + static_cast<size_t>(b) * m.block_bytes;
-        std::memcpy(dst + static_cast<size_t>(i) * scale_bytes, src, scale_bytes);
-        std::memcpy(dst + static_cast<size_t>(nr) * scale_bytes + static_cast<size_t>(i) * quant_bytes,
-                    src + scale_bytes, quant_bytes);
+      const uint8_t* src[kTileRows];
+      for (int64_t i = 0; i < nr; ++i) src[i] = w.row(g * kTileRows + i) + static_cast<size_t>(b) * m.block_bytes;
+      if (legacy) {
+        copy_legacy_tile(src, nr, m.block_bytes, dst);
+      } else {
+        for (int64_t i = 0; i < nr; ++i) std::memcpy(dst + static_cast<size_t>(i) * m.block_bytes, src[i], m.block_bytes);
       }
     }
   }
   return m;
 }
 
-// Same arithmetic as quant::dequantize_row_q4_0 / q8_0 (one float multiply per element),
-// so the values are identical to the reference dequantizer.
+// Legacy types: the same arithmetic as quant::dequantize_row_q4_0 / q8_0 (one float
+// multiply per element). K-quants: whole super-blocks, so the reference dequantizer itself
+// runs on them. F16: exact conversion. The values are identical to the reference's.
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
   const int64_t nr = m.group_rows(g);
-  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
   for (int64_t b = b0; b < b1; ++b) {
     const uint8_t* t = m.tile(g, b);
-    const uint8_t* quants = t + static_cast<size_t>(nr) * sizeof(uint16_t);
     for (int64_t i = 0; i < nr; ++i) {
-      uint16_t dbits;
-      std::memcpy(&dbits, t + i * 2, 2);
-      const float d = fp16_to_f32(dbits);
-      const uint8_t* q = quants + static_cast<size_t>(i) * quant_bytes;
-      float* y = panel + i * ld + (b - b0) * kTileCols;
-      if (m.type == QType::Q4_0) {
-        for (int j = 0; j < 16; ++j) {
-          y[j] = static_cast<float>((q[j] & 0xF) - 8) * d;
-          y[j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
+      float* y = panel + i * ld + (b - b0) * m.tile_cols;
+      const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
+      switch (m.type) {
+        case QType::Q4_0:
+        case QType::Q8_0: {
+          const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+          uint16_t dbits;
+          std::memcpy(&dbits, t + i * 2, 2);
+          const float d = fp16_to_f32(dbits);
+          const uint8_t* q = t + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
+          if (m.type == QType::Q4_0) {
+            for (int j = 0; j < 16; ++j) {
+              y[j] = static_cast<float>((q[j] & 0xF) - 8) * d;
+              y[j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
+            }
+          } else {
+            for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(q[j])) * d;
+          }
+          break;
         }
-      } else {
-        for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(q[j])) * d;
+        case QType::Q4_K:
+          quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), y, kSuperTileCols);
+          break;
+        case QType::Q6_K:
+          quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), y, kSuperTileCols);
+          break;
+        case QType::F16:
+          for (int64_t j = 0; j < kTileCols; ++j) {
+            uint16_t h;
+            std::memcpy(&h, block + 2 * j, 2);
+            y[j] = fp16_to_f32(h);
+          }
+          break;
+        default: fail("dequantize_tiles", std::string("no tiled layout for ") + qtype_name(m.type));
       }
     }
   }

@@ -1,11 +1,16 @@
-// The resident tile layout of the cpu engine for Q4_0 and Q8_0 weights, made once at load.
+// The resident tile layout of the cpu engine, made once at load, for Q4_0, Q8_0, Q4_K, Q6_K
+// and F16 weights.
 //
-// Rows are taken in groups of 8 (the last group may be shorter). Inside a group the blocks
-// of the 8 rows that cover the same 32 columns are stored next to each other, scales first:
-//   group g, block b:  [ d(row 0) .. d(row nr-1) ][ quants(row 0) ] .. [ quants(row nr-1) ]
-// so a kernel that wants an 8-row x 32-column tile reads one contiguous run of bytes (as
-// llama.cpp's repacked layouts do) instead of 8 strided rows. Nothing is added or dropped:
-// the tiles take exactly the bytes of the quantized rows.
+// Rows are taken in groups of 8 (the last group may be shorter) and columns in tiles of
+// `tile_cols`: one quant block for Q4_0/Q8_0 (32), one super-block for the K-quants (256),
+// 32 halves for F16. A tile (row group g, column tile b) is one contiguous run of bytes
+// holding the 8 rows' slices of those columns, so a kernel that wants an 8-row tile reads
+// one run (as llama.cpp's repacked layouts do) instead of 8 strided rows:
+//   Q4_0, Q8_0:  [ d(row 0) .. d(row nr-1) ][ quants(row 0) ] .. [ quants(row nr-1) ]
+//                (scales first, so an integer kernel finds the 8 scales together)
+//   Q4_K, Q6_K:  [ block(row 0) ] .. [ block(row nr-1) ]    whole ggml super-blocks
+//   F16:         [ 32 halves(row 0) ] .. [ 32 halves(row nr-1) ]
+// Nothing is added or dropped: the tiles take exactly the bytes of the quantized rows.
 //
 // Every product (forward and input gradient, any ISA) gets its weights through
 // dequantize_tiles(), so all of them see the same effective weights bit for bit: the ones
@@ -20,18 +25,20 @@
 namespace nl::engine {
 
 inline constexpr int64_t kTileRows = 8;
-inline constexpr int64_t kTileCols = 32;  // one Q4_0 / Q8_0 block
+inline constexpr int64_t kTileCols = 32;        // one Q4_0 / Q8_0 block; an F16 tile
+inline constexpr int64_t kSuperTileCols = 256;  // one Q4_K / Q6_K super-block
 
 struct TiledMatrix {
   QType type = QType::F32;
   int64_t rows = 0, cols = 0;
-  size_t block_bytes = 0;  // bytes of one quant block (scale + quants)
+  int64_t tile_cols = kTileCols;  // columns per tile
+  size_t block_bytes = 0;         // bytes of one row's slice of a tile
   std::vector<uint8_t> bytes;
 
   int64_t n_groups() const { return (rows + kTileRows - 1) / kTileRows; }
   int64_t group_rows(int64_t g) const { return rows - g * kTileRows < kTileRows ? rows - g * kTileRows : kTileRows; }
-  int64_t n_blocks() const { return cols / kTileCols; }
-  // Start of the tile for (row group g, column block b).
+  int64_t n_blocks() const { return cols / tile_cols; }
+  // Start of the tile for (row group g, column tile b).
   const uint8_t* tile(int64_t g, int64_t b) const {
     const size_t row_bytes = block_bytes * static_cast<size_t>(n_blocks());
     return bytes.data() + static_cast<size_t>(g * kTileRows) * row_bytes +
@@ -39,17 +46,22 @@ struct TiledMatrix {
   }
 };
 
+// Columns per tile of a weight type, or 0 for the types that keep their rows as stored.
+int64_t tile_cols(QType t);
 // True for the weight types that get a tiled layout (others keep their rows).
 bool has_tiled_layout(QType t);
+// True when a matrix of this type with rows of `cols` elements can be tiled (whole tiles).
+bool has_tiled_layout(QType t, int64_t cols);
 
-// Repacks the rows of `w` (a has_tiled_layout type, cols a multiple of 32) into tiles.
+// Repacks the rows of `w` (has_tiled_layout(type, cols)) into tiles.
 TiledMatrix make_tiles(const TensorView& w);
 
-// A dequantizer of tiles: writes rows [g*8, g*8 + nr) and column blocks [b0, b1) of the
-// matrix as floats into `panel`, row-major: row i at panel + i * ld.
+// A dequantizer of tiles: writes rows [g*8, g*8 + nr) and column tiles [b0, b1) of the
+// matrix (columns [b0 * tile_cols, b1 * tile_cols)) as floats into `panel`, row-major:
+// row i at panel + i * ld.
 using DequantizeTilesFn = void (*)(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld);
 
-// The scalar dequantizer (always available) and the one the dispatcher picked for this CPU.
+// The scalar dequantizer (always available); kernels.h has the one picked for this CPU.
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld);
 
 }  // namespace nl::engine

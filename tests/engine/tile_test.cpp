@@ -1,6 +1,7 @@
-// The resident tile layout (src/engine/tile_layout.h): it holds exactly the quantized bytes,
-// and every dequantizer of it (scalar, AVX2) gives the reference dequantizer's values bit
-// for bit, which is what lets the forward and input-gradient kernels see the same weights.
+// The resident tile layout (src/engine/tile_layout.h) of Q4_0, Q8_0, Q4_K, Q6_K and F16: it
+// holds exactly the quantized bytes, and every dequantizer of it (scalar, AVX2, NEON) gives
+// the reference dequantizer's values bit for bit, which is what lets the forward and
+// input-gradient kernels see the same weights.
 #include <cstring>
 #include <random>
 #include <string>
@@ -44,42 +45,103 @@ struct QuantizedMatrix {
 std::vector<const nl::engine::PanelKernels*> kernel_sets() {
   std::vector<const nl::engine::PanelKernels*> k = {&nl::engine::scalar_kernels()};
   if (nl::engine::avx2_kernels()) k.push_back(nl::engine::avx2_kernels());
+  if (nl::engine::neon_kernels()) k.push_back(nl::engine::neon_kernels());
   return k;
 }
 
+const QType kTiledTypes[] = {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q6_K, QType::F16};
+
+// Row lengths made of `tiles` whole tiles of the type (32 or 256 columns each).
+int64_t cols_of(QType t, int64_t tiles) { return tiles * nl::engine::tile_cols(t); }
+
 TEST(Tiles, HoldExactlyTheQuantizedBytes) {
-  for (QType t : {QType::Q4_0, QType::Q8_0})
+  for (QType t : kTiledTypes)
     for (int64_t rows : {1, 8, 13, 64, 67}) {
-      QuantizedMatrix q(t, rows, 96, 3);
+      QuantizedMatrix q(t, rows, cols_of(t, 3), 3);
       const nl::engine::TiledMatrix m = nl::engine::make_tiles(q.view);
       EXPECT_EQ(m.bytes.size(), q.bytes.size()) << nl::qtype_name(t) << " rows " << rows;
     }
 }
 
 TEST(Tiles, EveryDequantizerReproducesTheReferenceBitForBit) {
-  for (QType t : {QType::Q4_0, QType::Q8_0})
+  for (QType t : kTiledTypes)
     for (int64_t rows : {5, 8, 21}) {
-      const int64_t cols = 160;
+      const int64_t tc = nl::engine::tile_cols(t), cols = cols_of(t, 5);
       QuantizedMatrix q(t, rows, cols, 5);
       const nl::engine::TiledMatrix m = nl::engine::make_tiles(q.view);
+      ASSERT_EQ(m.tile_cols, tc);
       std::vector<float> ref(static_cast<size_t>(cols));
       for (const auto* k : kernel_sets()) {
         for (int64_t g = 0; g < m.n_groups(); ++g) {
           const int64_t nr = m.group_rows(g);
-          // A sub-range of blocks, as the input-gradient tasks ask for.
+          // A sub-range of tiles, as the input-gradient tasks ask for.
           for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, 5}, {2, 4}}) {
-            const int64_t n = (b1 - b0) * 32;
+            const int64_t n = (b1 - b0) * tc;
             std::vector<float> panel(static_cast<size_t>(nr * n), NAN);
             k->dequantize_tiles(m, g, b0, b1, panel.data(), n);
             for (int64_t i = 0; i < nr; ++i) {
               nl::dequantize_row(t, q.view.row(g * 8 + i), ref.data(), cols);
-              ASSERT_EQ(0, std::memcmp(panel.data() + i * n, ref.data() + b0 * 32, static_cast<size_t>(n) * 4))
-                  << k->isa << " " << nl::qtype_name(t) << " row " << g * 8 + i << " blocks " << b0 << ".." << b1;
+              ASSERT_EQ(0, std::memcmp(panel.data() + i * n, ref.data() + b0 * tc, static_cast<size_t>(n) * 4))
+                  << k->isa << " " << nl::qtype_name(t) << " row " << g * 8 + i << " tiles " << b0 << ".." << b1;
             }
           }
         }
       }
     }
+}
+
+// F16 halves that are subnormal, infinite or quiet NaN convert exactly too (payloads kept).
+// Signalling NaNs are left out: F16C quiets them, and no weight file holds them.
+TEST(Tiles, F16SpecialValuesConvertExactly) {
+  const int64_t rows = 9, cols = 64;
+  std::vector<uint16_t> halves(static_cast<size_t>(rows * cols));
+  std::mt19937 rng(8);
+  for (auto& h : halves) {
+    h = static_cast<uint16_t>(rng());
+    if ((h & 0x7C00) == 0x7C00) h |= 0x0200;  // a NaN or inf pattern: make it a quiet NaN
+  }
+  halves[0] = 0x0001;  // smallest subnormal
+  halves[1] = 0x7C00;  // +inf
+  halves[2] = 0xFE01;  // NaN with payload
+  nl::TensorView v;
+  v.name = "w";
+  v.type = QType::F16;
+  v.ne = {cols, rows};
+  v.data = reinterpret_cast<const uint8_t*>(halves.data());
+  v.nbytes = halves.size() * 2;
+  const nl::engine::TiledMatrix m = nl::engine::make_tiles(v);
+  std::vector<float> ref(static_cast<size_t>(cols)), panel(static_cast<size_t>(8 * cols));
+  for (const auto* k : kernel_sets())
+    for (int64_t g = 0; g < m.n_groups(); ++g) {
+      k->dequantize_tiles(m, g, 0, m.n_blocks(), panel.data(), cols);
+      for (int64_t i = 0; i < m.group_rows(g); ++i) {
+        nl::dequantize_row(QType::F16, v.row(g * 8 + i), ref.data(), cols);
+        ASSERT_EQ(0, std::memcmp(panel.data() + i * cols, ref.data(), static_cast<size_t>(cols) * 4))
+            << k->isa << " row " << g * 8 + i;
+      }
+    }
+}
+
+TEST(Tiles, RowsOfPartialTilesKeepTheirRowsWithAClearReason) {
+  EXPECT_TRUE(nl::engine::has_tiled_layout(QType::F16, 64));
+  EXPECT_FALSE(nl::engine::has_tiled_layout(QType::F16, 83));   // not whole 32-column tiles
+  EXPECT_FALSE(nl::engine::has_tiled_layout(QType::Q4_K, 128));  // not a whole super-block
+  EXPECT_FALSE(nl::engine::has_tiled_layout(QType::F32, 64));   // no tiled layout at all
+  std::vector<uint16_t> halves(3 * 83, 0);
+  nl::TensorView v;
+  v.name = "blk.0.attn_q.weight";
+  v.type = QType::F16;
+  v.ne = {83, 3};
+  v.data = reinterpret_cast<const uint8_t*>(halves.data());
+  v.nbytes = halves.size() * 2;
+  try {
+    nl::engine::make_tiles(v);
+    FAIL() << "83 columns are not whole F16 tiles";
+  } catch (const nl::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("blk.0.attn_q.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("83"), std::string::npos) << msg;
+  }
 }
 
 TEST(Tiles, UnknownInstructionSetIsAClearError) {
