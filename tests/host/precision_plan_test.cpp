@@ -1,0 +1,231 @@
+// The precision plan: JSON round trip and hostile plan files (clear errors, never a crash),
+// the printed table, and calibration on a tiny model: a zero tolerance keeps every product
+// that changes the gradients in f32, a huge one takes the cheapest mode everywhere, and the
+// replayed passes measure exactly what full passes measure.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/precision_plan.h"
+#include "nightlora/host/train_step.h"
+#include "nightlora/util/error.h"
+#include "tiny_model.h"
+
+namespace {
+
+using nl::FrozenProduct;
+using nl::Precision;
+using nl::PrecisionPlan;
+using nl::Proj;
+using json = nlohmann::json;
+
+PrecisionPlan mixed_plan(int64_t n_layer) {
+  PrecisionPlan p = PrecisionPlan::uniform(n_layer, Precision::F32);
+  p.origin = "auto";
+  p.set(0, Proj::Q, FrozenProduct::Forward, Precision::Int8);
+  p.set(0, Proj::Down, FrozenProduct::InputGrad, Precision::F16);
+  p.set(n_layer - 1, Proj::Gate, FrozenProduct::Recompute, Precision::Int8);
+  p.head_input_grad = Precision::F16;
+  p.calibration = {{"tol", 0.02}, {"passes", 7}};
+  return p;
+}
+
+TEST(PrecisionPlan, JsonRoundTripKeepsEveryMode) {
+  const PrecisionPlan p = mixed_plan(3);
+  const std::string text = p.to_json().dump();
+  const PrecisionPlan q = PrecisionPlan::parse(text, 3, "plan.json");
+  EXPECT_EQ(q.n_layer, 3);
+  EXPECT_EQ(q.modes, p.modes);
+  EXPECT_EQ(q.head_forward, Precision::F32);
+  EXPECT_EQ(q.head_input_grad, Precision::F16);
+  EXPECT_EQ(q.origin, "auto");
+  EXPECT_EQ(q.calibration, p.calibration);
+  EXPECT_EQ(q.at(0, Proj::Q, FrozenProduct::Forward), Precision::Int8);
+  EXPECT_EQ(q.at(0, Proj::Q, FrozenProduct::Recompute), Precision::F32);
+  EXPECT_EQ(q.count(Precision::Int8), 2);
+  EXPECT_EQ(q.count(Precision::F16), 2);
+  EXPECT_EQ(q.count(Precision::F32), 3 * 7 * 3 + 2 - 4);
+  EXPECT_EQ(q.to_json(), p.to_json());
+}
+
+TEST(PrecisionPlan, TableHasALinePerLayerAndTheTotals) {
+  const std::string t = mixed_plan(2).table();
+  // Layer 0: q forward int8, the rest of q f32; down's input grad f16.
+  EXPECT_NE(t.find("    0 IFF   FFF   FFF   FFF   FFF   FFF   FFH\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("    1 FFF   FFF   FFF   FFF   FIF   FFF   FFF\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("layer q     k     v     o     gate  up    down\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("head forward f32, input-grad f16"), std::string::npos) << t;
+  EXPECT_NE(t.find("totals: 2 int8, 2 f16, 40 f32 (of 44 products)"), std::string::npos) << t;
+}
+
+// Each hostile edit of a valid plan must fail with nl::Error whose message contains `expect`.
+TEST(PrecisionPlan, HostilePlanFilesGiveClearErrors) {
+  const json good = mixed_plan(2).to_json();
+  struct Case {
+    const char* name;
+    std::function<void(json&)> edit;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"unknown mode", [](json& j) { j["layers"][1]["k"][2] = "int4"; }, "unknown precision mode \"int4\""},
+      {"mode not a string", [](json& j) { j["layers"][0]["q"][0] = 8; }, "must be a string"},
+      {"two modes", [](json& j) { j["layers"][0]["v"] = {"f32", "f32"}; }, "must list 3 modes"},
+      {"missing projection", [](json& j) { j["layers"][0].erase("up"); }, "\"up\" is missing"},
+      {"unknown projection", [](json& j) { j["layers"][0]["qq"] = {"f32", "f32", "f32"}; }, "unknown projection \"qq\""},
+      {"layer count", [](json& j) { j["n_layer"] = 3; }, "the plan is for 3 layers, the model has 2"},
+      {"layers array short", [](json& j) { j["layers"].erase(1); }, "array of 2 layers"},
+      {"negative layers", [](json& j) { j["n_layer"] = -1; }, "non-negative integer"},
+      {"layer not an object", [](json& j) { j["layers"][1] = 5; }, "must be an object"},
+      {"head missing", [](json& j) { j.erase("head"); }, "\"head\" must be an object"},
+      {"head mode", [](json& j) { j["head"]["forward"] = "bf16"; }, "unknown precision mode \"bf16\""},
+      {"format", [](json& j) { j["format"] = "something-else"; }, "not a precision plan"},
+      {"version", [](json& j) { j["version"] = 2; }, "version 2 is not supported"},
+      {"not an object", [](json& j) { j = json::array({1, 2}); }, "must be a JSON object"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    json j = good;
+    c.edit(j);
+    try {
+      PrecisionPlan::from_json(j, 2, "bad_plan.json");
+      ADD_FAILURE() << "accepted";
+    } catch (const nl::Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(c.expect), std::string::npos) << msg;
+      EXPECT_NE(msg.find("bad_plan.json"), std::string::npos) << msg;
+    }
+  }
+  for (const char* text : {"", "{", "not json", "\x01\x02\xff", "{\"format\": \"nightlora-precision-plan\""}) {
+    SCOPED_TRACE(text);
+    EXPECT_THROW(PrecisionPlan::parse(text, 2, "bad_plan.json"), nl::Error);
+  }
+  // Without an expected layer count (a checkpoint's own plan), the file's count is taken.
+  EXPECT_EQ(PrecisionPlan::from_json(good, -1, "plan.json").n_layer, 2);
+}
+
+TEST(PrecisionPlan, TrainStepRejectsAPlanForAnotherLayerCount) {
+  nltest::TinyModel tm = nltest::make_tiny_model("llama");
+  auto engine = nl::make_engine(*tm.model, {"cpu", 2});
+  const PrecisionPlan p = PrecisionPlan::uniform(3, Precision::F16);
+  nl::StepOptions so;
+  so.threads = 2;
+  so.precision = &p;
+  EXPECT_THROW(nl::TrainStep(*tm.model, *engine, so), nl::Error);
+}
+
+struct Calib {
+  nltest::TinyModel tm = nltest::make_tiny_model("qwen2", nl::QType::Q8_0, 4);
+  std::unique_ptr<nl::FrozenEngine> engine = nl::make_engine(*tm.model, {"cpu", 2});
+  nl::Batch batch = nltest::make_batch({12, 9}, tm.model->config.vocab, 2, 11);
+  nl::LoraAdapter adapter;
+  Calib() {
+    nl::LoraConfig lc;
+    lc.rank = 4;
+    adapter = nltest::random_adapter(tm.model->config, lc, 5);
+  }
+  nl::CalibrationResult run(double tol, size_t replay_bytes = size_t{64} << 20) {
+    nl::CalibrationOptions o;
+    o.tol = tol;
+    o.threads = 2;
+    o.replay_bytes = replay_bytes;
+    return nl::calibrate_precision(*tm.model, *engine, batch, adapter, o);
+  }
+};
+
+TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients) {
+  Calib c;
+  const nl::CalibrationResult r = c.run(0.0);
+  const int64_t slots = 2 * 7 * 3 + 2;
+  // Every product is tried in int8 and, unless int8 left the gradients exactly as they were,
+  // in f16 too.
+  int64_t changed = 0;
+  for (const nl::ProductSensitivity& s : r.measured) {
+    ASSERT_TRUE(std::isfinite(s.rel_err));
+    if (s.accepted) {
+      EXPECT_EQ(s.rel_err, 0.0);  // tol 0: only a product with no effect at all may be cheaper
+    } else {
+      EXPECT_GT(s.rel_err, 0.0);
+      ++changed;
+    }
+  }
+  EXPECT_EQ(r.passes, 1 + static_cast<int64_t>(r.measured.size()));
+  EXPECT_GE(static_cast<int64_t>(r.measured.size()), slots);
+  // Every forward and input-gradient product feeds the adapter gradients, so all stay f32 ...
+  // except the input gradients of layer 0's q, k, v: their dX only reaches the (frozen)
+  // embedding, so any mode leaves the adapter gradients exactly as they were.
+  for (int64_t l = 0; l < 2; ++l)
+    for (int p = 0; p < 7; ++p)
+      for (FrozenProduct k : {FrozenProduct::Forward, FrozenProduct::InputGrad}) {
+        const bool free = l == 0 && p <= static_cast<int>(Proj::V) && k == FrozenProduct::InputGrad;
+        EXPECT_EQ(r.plan.at(l, static_cast<Proj>(p), k), free ? Precision::Int8 : Precision::F32)
+            << "layer " << l << " " << nl::proj_name(static_cast<Proj>(p)) << " " << nl::frozen_product_name(k);
+      }
+  EXPECT_EQ(r.plan.head_forward, Precision::F32);
+  EXPECT_EQ(r.plan.head_input_grad, Precision::F32);
+  EXPECT_GE(changed, 2 * (2 * 7 * 2 + 2 - 3));  // int8 and f16 both rejected for each of those
+  EXPECT_EQ(r.plan.origin, "auto");
+  EXPECT_EQ(r.plan.calibration["measured"].size(), r.measured.size());
+  EXPECT_EQ(r.plan.calibration["passes"], r.passes);
+}
+
+TEST(PrecisionCalibration, HugeToleranceTakesTheCheapestModeEverywhere) {
+  Calib c;
+  const nl::CalibrationResult r = c.run(1e9);
+  EXPECT_TRUE(r.plan.all(Precision::Int8)) << r.plan.table();
+  EXPECT_EQ(static_cast<int64_t>(r.measured.size()), 2 * 7 * 3 + 2);  // f16 never needed
+  EXPECT_EQ(r.passes, 1 + 2 * 7 * 3 + 2);
+  // Training steps then really run int8: their gradients differ from the f32 ones.
+  nl::LoraAdapter g32 = c.adapter.zeros_like(), g8 = c.adapter.zeros_like();
+  nl::StepOptions so;
+  so.threads = 2;
+  nl::TrainStep s32(*c.tm.model, *c.engine, so);
+  so.precision = &r.plan;
+  nl::TrainStep s8(*c.tm.model, *c.engine, so);
+  const auto l32 = s32.forward_backward(c.batch, c.adapter, g32, 0.1f, 3);
+  const auto l8 = s8.forward_backward(c.batch, c.adapter, g8, 0.1f, 3);
+  EXPECT_NE(l32.loss_sum, l8.loss_sum);
+  EXPECT_NE(g32.pairs[0].B, g8.pairs[0].B);
+  // Validation runs f32 whatever the plan.
+  EXPECT_EQ(s32.forward_only(c.batch, c.adapter).loss_sum, s8.forward_only(c.batch, c.adapter).loss_sum);
+}
+
+TEST(PrecisionCalibration, ReplayedPassesMeasureExactlyWhatFullPassesMeasure) {
+  Calib c;
+  const nl::CalibrationResult replayed = c.run(0.01);
+  const nl::CalibrationResult full = c.run(0.01, 0);  // nothing recorded: every product computed
+  EXPECT_GT(replayed.replayed_products, 0);
+  EXPECT_EQ(full.replayed_products, 0);
+  EXPECT_LT(replayed.computed_products, full.computed_products);
+  ASSERT_EQ(replayed.measured.size(), full.measured.size());
+  for (size_t i = 0; i < full.measured.size(); ++i) {
+    EXPECT_EQ(replayed.measured[i].rel_err, full.measured[i].rel_err) << i;
+    EXPECT_EQ(replayed.measured[i].cosine, full.measured[i].cosine) << i;
+  }
+  EXPECT_EQ(replayed.plan.modes, full.plan.modes);
+}
+
+TEST(PrecisionCalibration, ClearErrors) {
+  Calib c;
+  EXPECT_THROW(c.run(-0.1), nl::Error);
+  EXPECT_THROW(c.run(std::nan("")), nl::Error);
+  nl::Batch unsupervised = nltest::make_batch({6}, c.tm.model->config.vocab, 6, 1);
+  nl::CalibrationOptions o;
+  EXPECT_THROW(nl::calibrate_precision(*c.tm.model, *c.engine, unsupervised, c.adapter, o), nl::Error);
+}
+
+TEST(PrecisionCalibration, CalibrationBatchCutsToTheTokenBudget) {
+  std::vector<nl::Example> ex(3);
+  for (int i = 0; i < 3; ++i) {
+    ex[i].tokens.assign(10, 7);
+    ex[i].supervised.assign(10, 1);
+  }
+  ex[1].supervised.assign(10, 0);  // nothing to learn: skipped
+  const nl::Batch b = nl::calibration_batch(ex, {1, 0, 2}, 15);
+  EXPECT_EQ(b.n_tokens(), 15);  // example 0 whole, example 2 cut to 5
+  EXPECT_EQ(b.n_seqs(), 2);
+  EXPECT_THROW(nl::calibration_batch(ex, {1}, 15), nl::Error);
+  EXPECT_THROW(nl::calibration_batch(ex, {0}, 1), nl::Error);
+}
+
+}  // namespace
