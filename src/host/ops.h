@@ -4,6 +4,7 @@
 // and shared inputs accumulate naturally. Every op is parallel over disjoint outputs, so
 // results do not depend on the thread count.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -13,8 +14,15 @@
 
 namespace nl {
 
-// Runs fn(t0, t1) over [0, T) in blocks (small T runs inline).
-void parallel_rows(ThreadPool& pool, int64_t T, int64_t rows_per_task, const std::function<void(int64_t, int64_t)>& fn);
+// Runs fn(t0, t1) over [0, T) in blocks (small T runs inline). A template, so no
+// std::function is made: the ops allocate nothing (the step's memory plan owns every buffer).
+template <class F>
+void parallel_rows(ThreadPool& pool, int64_t T, int64_t rows_per_task, F&& fn) {
+  if (T <= 0) return;
+  const int64_t n_tasks = (T + rows_per_task - 1) / rows_per_task;
+  if (n_tasks == 1) return fn(int64_t{0}, T);
+  pool.parallel_for(n_tasks, [&](int64_t i) { fn(i * rows_per_task, std::min(T, (i + 1) * rows_per_task)); });
+}
 
 // ---- embedding: x[t] = tok_embd[tokens[t]] (frozen; no backward needed) ----
 void embedding_forward(const TensorView& tok_embd, const int32_t* tokens, int64_t T, float* x, ThreadPool& pool);
@@ -46,6 +54,9 @@ struct AttnShape {
   int64_t T, n_head, n_kv, hd;
   const int64_t* seq_start;  // n_seq + 1 offsets
   int64_t n_seq;
+  // n_head x T floats for the softmax rows (each task uses its own part); null: the ops
+  // use a per-thread buffer instead (which may grow, i.e. allocate).
+  float* scratch = nullptr;
 };
 void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
                        ThreadPool& pool);
@@ -70,8 +81,9 @@ struct LoraBranch {
   float dropout;         // probability of dropping; 0 = off
   uint64_t dropout_key;  // mask key for this (step, layer, projection)
 };
-// z (T x rank) = dropout(x)·Aᵀ; keeps z for backward.
-void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool);
+// z (T x rank) = dropout(x)·Aᵀ; keeps z for backward. With dropout, u_scratch (T x in)
+// receives the dropped-out rows (null: a per-task buffer is allocated).
+void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool, float* u_scratch = nullptr);
 // y += scale · z·Bᵀ
 void lora_up_add(const LoraBranch& L, const float* z, int64_t T, float* y, ThreadPool& pool);
 // Backward in two halves, so the parameter half can run while the engine computes the

@@ -14,7 +14,8 @@
 namespace nl {
 namespace {
 
-// Sequence index of each task's tokens: tasks are (head or kv head) x sequence.
+// A task's softmax row when the caller gives no scratch. Tasks are (head or kv head) x
+// sequence, so with the caller's n_head x T scratch each task owns [head * T + seq start, ...).
 float* scratch(int64_t n) {
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
@@ -30,7 +31,7 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
   pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
     const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1];
-    float* p = scratch(s1 - s0);
+    float* p = s.scratch ? s.scratch + h * s.T + s0 : scratch(s1 - s0);
     for (int64_t t = s0; t < s1; ++t) {
       const float* qt = q + t * qd + h * hd;
       float m = -INFINITY;
@@ -69,7 +70,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
       std::memset(dk + j * kvd + g * hd, 0, static_cast<size_t>(hd) * sizeof(float));
       std::memset(dv + j * kvd + g * hd, 0, static_cast<size_t>(hd) * sizeof(float));
     }
-    float* ds = scratch(s1 - s0);
+    float* ds = s.scratch ? s.scratch + g * s.T + s0 : scratch(s1 - s0);
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
       for (int64_t t = s0; t < s1; ++t) {
         const float* qt = q + t * qd + h * hd;

@@ -7,13 +7,6 @@
 
 namespace nl {
 
-void parallel_rows(ThreadPool& pool, int64_t T, int64_t rows_per_task, const std::function<void(int64_t, int64_t)>& fn) {
-  if (T <= 0) return;
-  const int64_t n_tasks = (T + rows_per_task - 1) / rows_per_task;
-  if (n_tasks == 1) return fn(0, T);
-  pool.parallel_for(n_tasks, [&](int64_t i) { fn(i * rows_per_task, std::min(T, (i + 1) * rows_per_task)); });
-}
-
 void embedding_forward(const TensorView& tok_embd, const int32_t* tokens, int64_t T, float* x, ThreadPool& pool) {
   const int64_t vocab = tok_embd.rows(), d = tok_embd.cols();
   for (int64_t t = 0; t < T; ++t)

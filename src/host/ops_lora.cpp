@@ -29,14 +29,15 @@ const float* dropped_rows(const LoraBranch& L, const float* x, int64_t t0, int64
 
 }  // namespace
 
-void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool) {
+void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool, float* u_scratch) {
   parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
-    std::vector<float> u(L.dropout > 0.0f ? static_cast<size_t>(L.in) : 0);
+    std::vector<float> own(L.dropout > 0.0f && !u_scratch ? static_cast<size_t>(L.in) : 0);
     for (int64_t t = t0; t < t1; ++t) {
       const float* xt = x + t * L.in;
       if (L.dropout > 0.0f) {
-        for (int64_t c = 0; c < L.in; ++c) u[static_cast<size_t>(c)] = xt[c] * keep_factor(L, t, c);
-        xt = u.data();
+        float* u = u_scratch ? u_scratch + t * L.in : own.data();
+        for (int64_t c = 0; c < L.in; ++c) u[c] = xt[c] * keep_factor(L, t, c);
+        xt = u;
       }
       for (int64_t j = 0; j < L.rank; ++j) z[t * L.rank + j] = dot_f32(xt, L.A + j * L.in, L.in);
     }

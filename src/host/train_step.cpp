@@ -9,30 +9,34 @@
 //     products go through the engine again), then back-propagate through it, adding the
 //     LoRA gradients into `grads`.
 // Frozen products are submitted to the engine asynchronously while the host computes the
-// LoRA branch of the same projection. All buffers belong to one memory plan sized from the
-// model shapes and the largest batch seen, and are reused across steps.
+// LoRA branch of the same projection (on StepOptions::host_threads threads: the core-sharing
+// policy). All buffers belong to one memory plan (memory_plan.h): one arena sized from the
+// model shapes, the largest batch and the rank, allocated once and carved into the
+// StepBuffers spans, so a step allocates nothing. Blocks the plan keeps have their own
+// activation slot and skip the recompute in backward; the others share the first slot.
+// Each step is timed from the inside (timed_engine.h): host categories and engine busy time.
 #include "nightlora/host/train_step.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "det_rng.h"
 #include "nightlora/engine/frozen_engine.h"
+#include "nightlora/host/memory_plan.h"
 #include "nightlora/host/precision_plan.h"
 #include "nightlora/util/thread_pool.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "ops.h"
+#include "step_buffers.h"
+#include "timed_engine.h"
 
 namespace nl {
 namespace {
 
 using Buf = std::vector<float>;
-
-void ensure(Buf& b, int64_t n) {
-  if (static_cast<int64_t>(b.size()) < n) b.assign(static_cast<size_t>(n), 0.0f);
-}
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
 
@@ -54,23 +58,24 @@ struct LayerVectors {
 
 }  // namespace
 
-struct TrainStep::Impl {
+struct TrainStep::Impl : StepBuffers {
   const Model& model;
-  FrozenEngine& engine;
+  HostClock clock;      // the host thread's time per category (this step)
+  TimedEngine engine;   // the engine, each product timed
   StepOptions opt;
   ModelConfig cfg;
-  ThreadPool pool;
+  ThreadPool pool;       // host work while the engine is idle
+  ThreadPool side_pool;  // host work overlapping an engine product (the core-sharing policy)
   std::vector<LayerVectors> lv;
   Buf out_norm;
   RopeTable rope;
 
-  // The memory plan (capacities in tokens / rank).
-  int64_t cap_T = 0, cap_rank = 0;
-  Buf ckpt;                                      // (n_layer + 1) x T x d: block inputs, last = final output
-  Buf xn, rstd1, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o_out, x1, xn2, rstd2, g, u, h, d_out;
-  Buf z[kNumProj], dz[kNumProj];                 // LoRA z = u·Aᵀ and its gradient, T x rank
-  Buf dx, dxn, tmp1, tmp2, datt, dq, dk, dv, dq_lin, dk_lin, dh, dg, du, lora_u;
-  Buf lx, lxn, lrstd, logits, ldxn, ldx;         // loss chunk buffers
+  // The memory plan: capacities, kept blocks and the arena the StepBuffers spans point into.
+  int64_t cap_T = 0, cap_rank = 0, kept = 1;
+  std::unique_ptr<float[]> arena;
+  int64_t arena_floats = 0;
+  StepTiming timing;  // of the last step
+  StepTiming total;   // of every step so far
   std::vector<int32_t> pos, chunk_labels;
   std::vector<double> row_nll;
   std::vector<int64_t> sup;
@@ -87,7 +92,9 @@ struct TrainStep::Impl {
     return k == FrozenProduct::InputGrad ? active_plan->head_input_grad : active_plan->head_forward;
   }
 
-  Impl(const Model& m, FrozenEngine& e, const StepOptions& o) : model(m), engine(e), opt(o), cfg(m.config), pool(o.threads) {
+  Impl(const Model& m, FrozenEngine& e, const StepOptions& o) : model(m), engine(e, clock), opt(o), cfg(m.config), pool(o.threads),
+        side_pool(std::max(1, o.host_threads)) {
+    if (opt.host_threads < 1) fail("host threads", "must be at least 1");
     if (opt.loss_chunk <= 0) fail("loss_chunk", "must be positive");
     if (cfg.n_kv_head <= 0 || cfg.n_head % cfg.n_kv_head != 0)
       fail(m.source_path, "n_head " + std::to_string(cfg.n_head) + " is not a multiple of n_kv_head " +
@@ -111,39 +118,53 @@ struct TrainStep::Impl {
       lv.push_back(std::move(v));
     }
     out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+    // With a plan the arena is made now, once; without one at the first batch.
+    if (opt.memory) allocate(opt.memory->max_tokens, opt.memory->rank, opt.memory->kept_blocks);
+    else kept = std::clamp<int64_t>(opt.keep_blocks, 1, std::max<int64_t>(cfg.n_layer, 1));
     if (opt.precision && opt.precision->n_layer != cfg.n_layer)
       fail("precision plan", "made for " + std::to_string(opt.precision->n_layer) + " layers, the model has " +
                                  std::to_string(cfg.n_layer), "use a plan made for this model");
   }
 
-  void plan(int64_t T, int64_t rank, int64_t max_seq) {
-    if (max_seq > rope.max_pos) rope.build(cfg, std::max<int64_t>(max_seq, 64));
-    if (T <= cap_T && rank <= cap_rank) return;
-    cap_T = std::max(cap_T, T);
-    cap_rank = std::max(cap_rank, rank);
-    T = cap_T;
-    const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, nh = cfg.n_head;
-    const int64_t max_in = std::max({d, qd, ff});
-    ensure(ckpt, (cfg.n_layer + 1) * T * d);
-    for (Buf* b : {&xn, &o_out, &x1, &xn2, &d_out, &dx, &dxn, &tmp1, &tmp2}) ensure(*b, T * d);
-    for (Buf* b : {&rstd1, &rstd2}) ensure(*b, T);
-    for (Buf* b : {&q_lin, &q, &att, &datt, &dq, &dq_lin}) ensure(*b, T * qd);
-    for (Buf* b : {&k_lin, &k, &v, &dk, &dv, &dk_lin}) ensure(*b, T * kvd);
-    ensure(rstd_q, T * nh);
-    ensure(rstd_k, T * cfg.n_kv_head);
-    ensure(lse, T * nh);
-    for (Buf* b : {&g, &u, &h, &dh, &dg, &du}) ensure(*b, T * ff);
-    for (int p = 0; p < kNumProj; ++p) {
-      ensure(z[p], T * cap_rank);
-      ensure(dz[p], T * cap_rank);
-    }
-    ensure(lora_u, T * max_in);
+  // Lays the arena out for T tokens and this rank, keeping `keep` blocks: the one place the
+  // step allocates (at construction with a plan, else at the first batch and at a larger one).
+  void allocate(int64_t T, int64_t rank, int64_t keep) {
+    cap_T = T;
+    cap_rank = rank;
+    kept = std::clamp<int64_t>(keep, 1, std::max<int64_t>(cfg.n_layer, 1));
+    const StepDims dims{T, rank, opt.loss_chunk};
+    arena.reset();
+    arena_floats = lay_out_step_buffers(cfg, dims, kept, *this, nullptr);
+    arena.reset(new float[static_cast<size_t>(arena_floats)]());
+    lay_out_step_buffers(cfg, dims, kept, *this, arena.get());
+    if (T > rope.max_pos) rope.build(cfg, std::max<int64_t>(T, 64));  // no position exceeds T
     const int64_t C = std::min(opt.loss_chunk, T);
-    for (Buf* b : {&lx, &lxn, &ldxn, &ldx}) ensure(*b, C * d);
-    ensure(lrstd, C);
-    row_nll.resize(static_cast<size_t>(C));
-    ensure(logits, C * cfg.vocab);
     pos.resize(static_cast<size_t>(T));
+    sup.reserve(static_cast<size_t>(T));
+    chunk_labels.reserve(static_cast<size_t>(C));
+    row_nll.resize(static_cast<size_t>(C));
+  }
+
+  void plan(int64_t T, int64_t rank) {
+    if (T <= cap_T && rank <= cap_rank) return;
+    allocate(std::max(cap_T, T), std::max(cap_rank, rank), kept);
+  }
+
+  // Blocks from n_layer - kept on keep their activations, each in its own slot; the others
+  // are recomputed into slot 0 (free by then: it belongs to the lowest kept block, whose
+  // backward runs before any recomputed block's).
+  bool kept_block(int64_t l) const { return l >= cfg.n_layer - kept; }
+  size_t slot_of(int64_t l) const { return kept_block(l) ? static_cast<size_t>(l - (cfg.n_layer - kept)) : 0; }
+
+  // The LoRA branch, timed as adapter work: the down product overlaps the engine (side pool),
+  // the up product follows its wait (all threads).
+  void adapter_down(const LoraBranch& b, const float* x, int64_t T, float* zz) {
+    HostClock::Scope s(clock, HostClock::Adapter);
+    lora_down(b, x, T, zz, side_pool, lora_u.data());
+  }
+  void adapter_up(const LoraBranch& b, const float* zz, int64_t T, float* y) {
+    HostClock::Scope s(clock, HostClock::Adapter);
+    lora_up_add(b, zz, T, y, this->pool);
   }
 
   void validate(const Batch& b, const LoraAdapter& a) const {
@@ -194,6 +215,7 @@ struct TrainStep::Impl {
   // buffers, and writes the block output to x_out when given.
   void layer_forward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a, float dropout,
                      uint64_t seed, float* x_out) {
+    bind(slot_of(l));
     const LayerVectors& w = lv[static_cast<size_t>(l)];
     const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, hd = cfg.head_dim;
     auto en = [&](Proj p) { return a.at(l, p).enabled; };
@@ -208,7 +230,7 @@ struct TrainStep::Impl {
     engine.submit_forward(engine.handle(l, Proj::K), xn.data(), T, kdst, mode(l, Proj::K, fk));
     EngineTicket tv = engine.submit_forward(engine.handle(l, Proj::V), xn.data(), T, v.data(), mode(l, Proj::V, fk));
     for (Proj p : {Proj::Q, Proj::K, Proj::V})
-      if (en(p)) lora_down(br(p), xn.data(), T, zp(p), pool);
+      if (en(p)) adapter_down(br(p), xn.data(), T, zp(p));
     engine.wait(tv);
     float* dsts[3] = {qdst, kdst, v.data()};
     const Buf* bias[3] = {&w.bq, &w.bk, &w.bv};
@@ -216,7 +238,7 @@ struct TrainStep::Impl {
       const Proj p = static_cast<Proj>(i);
       const int64_t n = i == 0 ? qd : kvd;
       if (cfg.qkv_bias) add_bias(dsts[i], bias[i]->data(), T, n);
-      if (en(p)) lora_up_add(br(p), zp(p), T, dsts[i], pool);
+      if (en(p)) adapter_up(br(p), zp(p), T, dsts[i]);
     }
     if (cfg.qk_norm) {
       rmsnorm_forward(q_lin.data(), w.q_norm.data(), T * cfg.n_head, hd, cfg.rms_eps, q.data(), rstd_q.data(), pool);
@@ -224,28 +246,31 @@ struct TrainStep::Impl {
     }
     rope_forward(q.data(), T, cfg.n_head, pos.data(), rope, pool);
     rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
-    attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
+    {
+      HostClock::Scope s(clock, HostClock::Attention);
+      attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
+    }
 
     EngineTicket to = engine.submit_forward(engine.handle(l, Proj::O), att.data(), T, o_out.data(), mode(l, Proj::O, fk));
-    if (en(Proj::O)) lora_down(br(Proj::O), att.data(), T, zp(Proj::O), pool);
+    if (en(Proj::O)) adapter_down(br(Proj::O), att.data(), T, zp(Proj::O));
     engine.wait(to);
-    if (en(Proj::O)) lora_up_add(br(Proj::O), zp(Proj::O), T, o_out.data(), pool);
+    if (en(Proj::O)) adapter_up(br(Proj::O), zp(Proj::O), T, o_out.data());
     for (int64_t i = 0; i < T * d; ++i) x1[static_cast<size_t>(i)] = x_in[i] + o_out[static_cast<size_t>(i)];
 
     rmsnorm_forward(x1.data(), w.ffn_norm.data(), T, d, cfg.rms_eps, xn2.data(), rstd2.data(), pool);
     engine.submit_forward(engine.handle(l, Proj::Gate), xn2.data(), T, g.data(), mode(l, Proj::Gate, fk));
     EngineTicket tu = engine.submit_forward(engine.handle(l, Proj::Up), xn2.data(), T, u.data(), mode(l, Proj::Up, fk));
     for (Proj p : {Proj::Gate, Proj::Up})
-      if (en(p)) lora_down(br(p), xn2.data(), T, zp(p), pool);
+      if (en(p)) adapter_down(br(p), xn2.data(), T, zp(p));
     engine.wait(tu);
-    if (en(Proj::Gate)) lora_up_add(br(Proj::Gate), zp(Proj::Gate), T, g.data(), pool);
-    if (en(Proj::Up)) lora_up_add(br(Proj::Up), zp(Proj::Up), T, u.data(), pool);
+    if (en(Proj::Gate)) adapter_up(br(Proj::Gate), zp(Proj::Gate), T, g.data());
+    if (en(Proj::Up)) adapter_up(br(Proj::Up), zp(Proj::Up), T, u.data());
     swiglu_forward(g.data(), u.data(), h.data(), T * ff, pool);
 
     EngineTicket td = engine.submit_forward(engine.handle(l, Proj::Down), h.data(), T, d_out.data(), mode(l, Proj::Down, fk));
-    if (en(Proj::Down)) lora_down(br(Proj::Down), h.data(), T, zp(Proj::Down), pool);
+    if (en(Proj::Down)) adapter_down(br(Proj::Down), h.data(), T, zp(Proj::Down));
     engine.wait(td);
-    if (en(Proj::Down)) lora_up_add(br(Proj::Down), zp(Proj::Down), T, d_out.data(), pool);
+    if (en(Proj::Down)) adapter_up(br(Proj::Down), zp(Proj::Down), T, d_out.data());
     if (x_out)
       for (int64_t i = 0; i < T * d; ++i) x_out[i] = x1[static_cast<size_t>(i)] + d_out[static_cast<size_t>(i)];
   }
@@ -254,6 +279,7 @@ struct TrainStep::Impl {
   // the gradient of the block output, on return the gradient of its input.
   void layer_backward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a,
                       LoraAdapter& grads, float dropout, uint64_t seed) {
+    bind(slot_of(l));
     const LayerVectors& w = lv[static_cast<size_t>(l)];
     const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff, hd = cfg.head_dim;
     auto en = [&](Proj p) { return a.at(l, p).enabled; };
@@ -261,12 +287,15 @@ struct TrainStep::Impl {
     // LoRA parameter gradients (overlapping the engine), then the input-gradient half.
     auto lora_params = [&](Proj p, const float* x, const float* dy) {
       if (!en(p)) return;
+      HostClock::Scope s(clock, HostClock::Adapter);
       LoraPair& gp = grads.at(l, p);
       lora_backward_params(br(p), x, z[static_cast<int>(p)].data(), dy, T, gp.A.data(), gp.B.data(), lora_u.data(),
-                           dz[static_cast<int>(p)].data(), pool);
+                           dz[static_cast<int>(p)].data(), side_pool);
     };
     auto lora_input = [&](Proj p, float* dxin) {
-      if (en(p)) lora_backward_input(br(p), dz[static_cast<int>(p)].data(), T, dxin, pool);
+      if (!en(p)) return;
+      HostClock::Scope s(clock, HostClock::Adapter);
+      lora_backward_input(br(p), dz[static_cast<int>(p)].data(), T, dxin, pool);
     };
 
     // MLP: x2 = x1 + down(h), h = silu(gate(xn2))·up(xn2), xn2 = norm(x1)
@@ -292,8 +321,11 @@ struct TrainStep::Impl {
     lora_params(Proj::O, att.data(), dx.data());
     engine.wait(t);
     lora_input(Proj::O, datt.data());
-    attention_backward(as, datt.data(), q.data(), k.data(), v.data(), att.data(), lse.data(), dq.data(), dk.data(),
-                       dv.data(), pool);
+    {
+      HostClock::Scope s(clock, HostClock::Attention);
+      attention_backward(as, datt.data(), q.data(), k.data(), v.data(), att.data(), lse.data(), dq.data(), dk.data(),
+                         dv.data(), pool);
+    }
     rope_backward(dq.data(), T, cfg.n_head, pos.data(), rope, pool);
     rope_backward(dk.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
     float* dq_in = dq.data();
@@ -362,14 +394,11 @@ struct TrainStep::Impl {
           fail("gradients", "shape differs from the adapter", "use zeros_like()");
     }
     const int64_t T = b.n_tokens(), d = cfg.d_model;
-    int64_t max_seq = 0;
-    for (int64_t s = 0; s < b.n_seqs(); ++s)
-      max_seq = std::max(max_seq, b.seq_start[static_cast<size_t>(s + 1)] - b.seq_start[static_cast<size_t>(s)]);
-    plan(T, a.cfg.rank, max_seq);
+    plan(T, a.cfg.rank);
     for (int64_t s = 0; s < b.n_seqs(); ++s)
       for (int64_t t = b.seq_start[static_cast<size_t>(s)]; t < b.seq_start[static_cast<size_t>(s + 1)]; ++t)
         pos[static_cast<size_t>(t)] = static_cast<int32_t>(t - b.seq_start[static_cast<size_t>(s)]);
-    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs()};
+    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs(), attn_scratch.data()};
     const float dropout = grads ? a.cfg.dropout : 0.0f;
     // The plan applies to training steps; validation (forward only) measures the adapter in f32.
     active_plan = grads ? opt.precision : nullptr;
@@ -382,15 +411,36 @@ struct TrainStep::Impl {
     if (!grads || r.n_supervised == 0) return r;
     for (int64_t l = cfg.n_layer - 1; l >= 0; --l) {
       const float* x_in = ckpt.data() + l * T * d;
-      // The last block's activations are still in the layer buffers from the forward pass
-      // (the loss uses its own buffers); every other block is recomputed.
-      if (l != cfg.n_layer - 1) {
+      // Kept blocks still hold their activations from the forward pass (the loss uses its
+      // own buffers); every other block is recomputed.
+      if (!kept_block(l)) {
         forward_kind = FrozenProduct::Recompute;
+        engine.set_recomputing(true);
         layer_forward(l, x_in, T, as, a, dropout, seed, nullptr);
         forward_kind = FrozenProduct::Forward;
+        engine.set_recomputing(false);
       }
       layer_backward(l, x_in, T, as, a, *grads, dropout, seed);
     }
+    return r;
+  }
+
+  // run() with the breakdown: host categories from the clock, engine busy time per kind.
+  StepResult timed_run(const Batch& b, const LoraAdapter& a, LoraAdapter* grads, float loss_scale, uint64_t seed) {
+    const auto t0 = std::chrono::steady_clock::now();
+    engine.reset();
+    engine.set_recomputing(false);
+    clock.start();
+    const StepResult r = run(b, a, grads, loss_scale, seed);
+    clock.switch_to(HostClock::Other);
+    timing = StepTiming{};
+    engine.collect(timing);
+    timing.adapter_s = clock.seconds(HostClock::Adapter);
+    timing.attention_s = clock.seconds(HostClock::Attention);
+    timing.other_s = clock.seconds(HostClock::Other);
+    timing.wait_s = clock.seconds(HostClock::Wait);
+    timing.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    total += timing;
     return r;
   }
 };
@@ -401,11 +451,16 @@ TrainStep::~TrainStep() = default;
 
 StepResult TrainStep::forward_backward(const Batch& batch, const LoraAdapter& adapter, LoraAdapter& grads,
                                        float loss_scale, uint64_t dropout_seed) {
-  return impl_->run(batch, adapter, &grads, loss_scale, dropout_seed);
+  return impl_->timed_run(batch, adapter, &grads, loss_scale, dropout_seed);
 }
 
 StepResult TrainStep::forward_only(const Batch& batch, const LoraAdapter& adapter) {
-  return impl_->run(batch, adapter, nullptr, 1.0f, 0);
+  return impl_->timed_run(batch, adapter, nullptr, 1.0f, 0);
 }
+
+const StepTiming& TrainStep::last_timing() const { return impl_->timing; }
+const StepTiming& TrainStep::total_timing() const { return impl_->total; }
+size_t TrainStep::arena_bytes() const { return static_cast<size_t>(impl_->arena_floats) * sizeof(float); }
+int64_t TrainStep::kept_blocks() const { return impl_->kept; }
 
 }  // namespace nl

@@ -23,11 +23,11 @@ ThreadPool::~ThreadPool() {
 // (whole row ranges), so the lock is never the bottleneck, and it keeps the code obvious.
 void ThreadPool::drain() {
   std::unique_lock<std::mutex> lk(mu_);
-  while (task_ && next_ < n_tasks_) {
+  while (task_.call && next_ < n_tasks_) {
     int64_t i = next_++;
-    const auto* task = task_;
+    const TaskRef task = task_;
     lk.unlock();
-    (*task)(i);
+    task(i);
     lk.lock();
     if (++finished_ == n_tasks_) done_.notify_all();
   }
@@ -46,7 +46,7 @@ void ThreadPool::worker_main() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& task) {
+void ThreadPool::run_tasks(int64_t n_tasks, TaskRef task) {
   if (n_tasks <= 0) return;
   if (workers_.empty() || n_tasks == 1) {
     for (int64_t i = 0; i < n_tasks; ++i) task(i);
@@ -54,7 +54,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
-    task_ = &task;
+    task_ = task;
     n_tasks_ = n_tasks;
     next_ = 0;
     finished_ = 0;
@@ -64,14 +64,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)
   drain();
   std::unique_lock<std::mutex> lk(mu_);
   done_.wait(lk, [&] { return finished_ == n_tasks_; });
-  task_ = nullptr;
-}
-
-void ThreadPool::parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
-  if (n <= 0) return;
-  const int64_t chunks = std::min<int64_t>(n, static_cast<int64_t>(size()) * 4);
-  const int64_t per = (n + chunks - 1) / chunks;
-  parallel_for((n + per - 1) / per, [&](int64_t c) { body(c * per, std::min(n, (c + 1) * per)); });
+  task_ = TaskRef{};
 }
 
 }  // namespace nl

@@ -4,10 +4,12 @@
 // Tasks must not throw (validate inputs before the loop): an exception escaping a worker
 // thread ends the process.
 #pragma once
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -26,20 +28,40 @@ class ThreadPool {
 
   // Runs task(i) for every i in [0, n_tasks) and returns when all are done. Tasks are
   // handed out one at a time, so uneven tasks balance. One loop at a time per pool.
-  void parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& task);
+  // The task is called through a non-owning reference (no std::function is made), so a
+  // loop allocates nothing: the training step's "no allocation per step" rule relies on it.
+  template <class F>
+  void parallel_for(int64_t n_tasks, F&& task) {
+    using Fn = std::remove_reference_t<F>;
+    run_tasks(n_tasks, TaskRef{const_cast<void*>(static_cast<const void*>(&task)),
+                               [](void* f, int64_t i) { (*static_cast<Fn*>(f))(i); }});
+  }
 
   // Splits [0, n) into about `size() * 4` contiguous ranges and runs body(begin, end) on
   // each: the usual way to spread rows of a matrix over the threads.
-  void parallel_ranges(int64_t n, const std::function<void(int64_t, int64_t)>& body);
+  template <class F>
+  void parallel_ranges(int64_t n, F&& body) {
+    if (n <= 0) return;
+    const int64_t chunks = std::min<int64_t>(n, static_cast<int64_t>(size()) * 4);
+    const int64_t per = (n + chunks - 1) / chunks;
+    parallel_for((n + per - 1) / per, [&](int64_t c) { body(c * per, std::min(n, (c + 1) * per)); });
+  }
 
  private:
+  // A callable seen through a pointer: valid while the parallel_for that made it runs.
+  struct TaskRef {
+    void* obj = nullptr;
+    void (*call)(void*, int64_t) = nullptr;
+    void operator()(int64_t i) const { call(obj, i); }
+  };
+  void run_tasks(int64_t n_tasks, TaskRef task);
   void worker_main();
   void drain();
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  const std::function<void(int64_t)>* task_ = nullptr;
+  TaskRef task_;
   int64_t n_tasks_ = 0;
   int64_t next_ = 0;        // next task index to hand out (under mu_)
   int64_t finished_ = 0;    // tasks completed in the current loop (under mu_)

@@ -1,0 +1,191 @@
+// The memory plan: one layout function for the step's buffers (used both to measure the
+// arena and to carve it), the choice of kept blocks under a budget, and memory sizes as
+// users write them.
+#include "nightlora/host/memory_plan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "nightlora/util/error.h"
+#include "step_buffers.h"
+
+namespace nl {
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes: a cache line, and any SIMD width we use
+
+// Hands out consecutive aligned spans from `base`; with no base it only counts.
+struct Carver {
+  float* base;
+  int64_t used = 0;
+  Span take(int64_t n) {
+    Span s{base ? base + used : nullptr, n};
+    used += (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    return s;
+  }
+};
+
+BlockActs lay_out_block(const ModelConfig& c, int64_t T, int64_t rank, Carver& cv) {
+  const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff;
+  BlockActs b;
+  b.xn = cv.take(T * d);
+  b.rstd1 = cv.take(T);
+  b.q_lin = cv.take(c.qk_norm ? T * qd : 0);
+  b.k_lin = cv.take(c.qk_norm ? T * kvd : 0);
+  b.q = cv.take(T * qd);
+  b.k = cv.take(T * kvd);
+  b.v = cv.take(T * kvd);
+  b.rstd_q = cv.take(c.qk_norm ? T * c.n_head : 0);
+  b.rstd_k = cv.take(c.qk_norm ? T * c.n_kv_head : 0);
+  b.att = cv.take(T * qd);
+  b.lse = cv.take(T * c.n_head);
+  b.x1 = cv.take(T * d);
+  b.xn2 = cv.take(T * d);
+  b.rstd2 = cv.take(T);
+  b.g = cv.take(T * ff);
+  b.u = cv.take(T * ff);
+  b.h = cv.take(T * ff);
+  for (Span& z : b.z) z = cv.take(T * rank);
+  return b;
+}
+
+size_t served_matrix_bytes(const Model& m) {
+  size_t n = m.weights.output.present() ? m.weights.output.nbytes : m.weights.tok_embd.nbytes;
+  for (const LayerWeights& l : m.weights.layers)
+    for (int p = 0; p < kNumProj; ++p) n += l.proj(static_cast<Proj>(p)).nbytes;
+  return n;
+}
+
+// The embedding rows one batch can touch (each may sit on its own page), at most the table.
+size_t embedding_bytes(const Model& m, int64_t max_tokens) {
+  const TensorView& e = m.weights.tok_embd;
+  if (!e.present()) return 0;
+  const size_t page = 4096;
+  return std::min(e.nbytes, static_cast<size_t>(max_tokens) * (e.row_bytes() + page));
+}
+
+size_t vector_bytes(const ModelConfig& c) {
+  int64_t n = (2 * c.n_layer + 1) * c.d_model;
+  if (c.qkv_bias) n += c.n_layer * (c.q_dim() + 2 * c.kv_dim());
+  if (c.qk_norm) n += c.n_layer * 2 * c.head_dim;
+  return static_cast<size_t>(n) * sizeof(float);
+}
+
+}  // namespace
+
+int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t kept_blocks, StepBuffers& b,
+                             float* base) {
+  const int64_t T = dims.max_tokens, r = dims.rank, d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff;
+  const int64_t C = std::min(dims.loss_chunk, T), max_in = std::max({d, qd, ff});
+  Carver cv{base};
+  b.slots.clear();
+  for (int64_t i = 0; i < std::max<int64_t>(kept_blocks, 1); ++i) b.slots.push_back(lay_out_block(c, T, r, cv));
+  b.ckpt = cv.take((c.n_layer + 1) * T * d);
+  b.o_out = cv.take(T * d);
+  b.d_out = cv.take(T * d);
+  for (Span& z : b.dz) z = cv.take(T * r);
+  for (Span* s : {&b.dx, &b.dxn, &b.tmp1, &b.tmp2}) *s = cv.take(T * d);
+  for (Span* s : {&b.datt, &b.dq}) *s = cv.take(T * qd);
+  for (Span* s : {&b.dk, &b.dv}) *s = cv.take(T * kvd);
+  b.dq_lin = cv.take(c.qk_norm ? T * qd : 0);
+  b.dk_lin = cv.take(c.qk_norm ? T * kvd : 0);
+  for (Span* s : {&b.dh, &b.dg, &b.du}) *s = cv.take(T * ff);
+  b.lora_u = cv.take(T * max_in);
+  for (Span* s : {&b.lx, &b.lxn, &b.ldxn, &b.ldx}) *s = cv.take(C * d);
+  b.lrstd = cv.take(C);
+  b.logits = cv.take(C * c.vocab);
+  b.attn_scratch = cv.take(c.n_head * T);
+  b.bind(0);
+  return cv.used;
+}
+
+std::string MemoryPlan::describe() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "keeping activations of %lld/%lld blocks, recomputing %lld; arena %s (%s shared + %lld x %s per kept "
+                "block; %lld tokens, rank %lld); weights %s; adapter + optimizer %s; estimated peak %s",
+                static_cast<long long>(kept_blocks), static_cast<long long>(n_layer),
+                static_cast<long long>(recomputed_blocks()), format_mib(arena_bytes()).c_str(),
+                format_mib(fixed_bytes).c_str(), static_cast<long long>(kept_blocks), format_mib(block_bytes).c_str(),
+                static_cast<long long>(max_tokens), static_cast<long long>(rank), format_mib(weight_bytes).c_str(),
+                format_mib(adapter_bytes).c_str(), format_mib(estimated_peak_bytes()).c_str());
+  return buf;
+}
+
+MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
+  const ModelConfig& c = model.config;
+  if (req.max_tokens <= 0) fail("memory plan", "the largest batch has no tokens");
+  MemoryPlan p;
+  p.n_layer = c.n_layer;
+  p.max_tokens = req.max_tokens;
+  p.rank = req.rank;
+  p.loss_chunk = req.loss_chunk;
+  StepBuffers b;
+  const StepDims dims{req.max_tokens, req.rank, req.loss_chunk};
+  const int64_t one = lay_out_step_buffers(c, dims, 1, b, nullptr);
+  const int64_t two = lay_out_step_buffers(c, dims, 2, b, nullptr);
+  p.block_bytes = static_cast<size_t>(two - one) * sizeof(float);
+  p.fixed_bytes = static_cast<size_t>(one) * sizeof(float) - p.block_bytes;
+  p.weight_bytes = served_matrix_bytes(model) + embedding_bytes(model, req.max_tokens) + vector_bytes(c);
+  p.adapter_bytes = static_cast<size_t>(req.n_adapter_params) * sizeof(float) * 4;
+  p.runtime_bytes = kRuntimeAllowanceBytes;
+  const int64_t L = std::max<int64_t>(c.n_layer, 1);
+  if (req.max_memory == 0) {
+    p.kept_blocks = std::clamp<int64_t>(req.keep_blocks, 1, L);
+    return p;
+  }
+  p.kept_blocks = 1;
+  if (p.estimated_peak_bytes() > req.max_memory)
+    fail("--max-memory " + format_mib(req.max_memory),
+         "this configuration needs an estimated " + format_mib(p.estimated_peak_bytes()) +
+             " even when every block but the last is recomputed (" + p.describe() + ")",
+         "raise --max-memory to at least " + format_mib(p.estimated_peak_bytes()) +
+             ", or lower --seq-len, --batch or --rank");
+  const size_t spare = req.max_memory - p.estimated_peak_bytes();
+  p.kept_blocks = std::min<int64_t>(L, 1 + static_cast<int64_t>(p.block_bytes ? spare / p.block_bytes : L));
+  return p;
+}
+
+size_t parse_memory_size(const std::string& text, const std::string& option) {
+  auto bad = [&]() -> size_t {
+    fail(option + " " + text, "not a memory size", "write bytes (1500000000) or a number with a unit: KiB, MiB, GiB "
+                                                    "(or K, M, G, same), KB, MB, GB (powers of ten)");
+  };
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return bad();
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(text.substr(0, i), &used);
+    if (used != i) return bad();
+  } catch (const std::exception&) {
+    return bad();
+  }
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j)
+    if (!std::isspace(static_cast<unsigned char>(text[j]))) unit += static_cast<char>(std::tolower(text[j]));
+  double mult = 0;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "kb") mult = 1e3;
+  else if (unit == "mb") mult = 1e6;
+  else if (unit == "gb") mult = 1e9;
+  else return bad();
+  const double bytes = value * mult;
+  if (!(bytes >= 1) || bytes > 1e18) return bad();
+  return static_cast<size_t>(std::llround(bytes));
+}
+
+std::string format_mib(size_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace nl
