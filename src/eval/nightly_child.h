@@ -1,0 +1,21 @@
+// Running `nightlora train` as a child process of the nightly job (see nightly.h for why).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace nl {
+
+struct ChildExit {
+  bool exited = false;  // normal exit; else killed by a signal
+  int code = 0;         // exit code, or the signal number when !exited
+};
+
+// Runs `exe args...` with stdout and stderr appended to `log_path`, and waits for it. The
+// child gets SIGTERM if this process dies first (PR_SET_PDEATHSIG), and inherits every file
+// descriptor not marked close-on-exec (the job's lock). Throws nl::Error when it cannot start.
+ChildExit run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log_path);
+
+// The last `max_bytes` of a file (for error messages), "" when unreadable.
+std::string file_tail(const std::string& path, size_t max_bytes = 2000);
+
+}  // namespace nl
