@@ -58,5 +58,9 @@ int main(int argc, char** argv) {
   if (threads > 1) row("f32 FMA", nlbench::measure_f32_fma_peak(threads, seconds), "GFLOP/s");
   row("int8 dot", nlbench::measure_int8_dot_peak(1, seconds), "GOP/s");
   if (threads > 1) row("int8 dot", nlbench::measure_int8_dot_peak(threads, seconds), "GOP/s");
+#if defined(__x86_64__)
+  row("int8 dot, i16 sums", nlbench::measure_int8_dot_i16acc_peak(1, seconds), "GOP/s");
+  if (threads > 1) row("int8 dot, i16 sums", nlbench::measure_int8_dot_i16acc_peak(threads, seconds), "GOP/s");
+#endif
   return 0;
 }

@@ -92,6 +92,36 @@ __attribute__((target("avx2,fma"))) float int8_avx2(int64_t iters) {
   return static_cast<float>(_mm256_extract_epi32(s, 0));
 }
 
+// The sequence of the engine's Q4_0 int8 kernel (src/engine/kernels_int8_avx2.cpp): 4-bit
+// weights times int8 activations fit int16 for a whole 32-value block, so 8 vpmaddubsw are
+// summed with vpaddw and widened by one vpmaddwd. On cores with one integer-multiply pipe
+// (AMD Zen 1/2) this does twice the multiply-adds per cycle of the sequence above.
+// 8 chains; per step 8 x 32 multiply-adds, 8 vpmaddubsw, 8 vpaddw, 1 vpmaddwd, 1 vpaddd.
+__attribute__((target("avx2,fma"))) float int8_i16acc_avx2(int64_t iters) {
+  __m256i acc[8], x[8];
+  for (int i = 0; i < 8; ++i) {
+    acc[i] = _mm256_setzero_si256();
+    x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
+  }
+  const __m256i w = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  for (int64_t it = 0; it < iters; it += 8) {
+    __m256i a16[8];
+    for (int i = 0; i < 8; ++i) a16[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int step = 0; step < 8; ++step) {
+#pragma GCC unroll 16
+      for (int i = 0; i < 8; ++i) {
+        opaque(x[i]);
+        a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(w, x[i]));
+      }
+    }
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(a16[i], ones));
+  }
+  __m256i s = acc[0];
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
+  return static_cast<float>(_mm256_extract_epi32(s, 0));
+}
+
 // Without AVX2: the SSE2 equivalent (sign-extend to i16, pmaddwd), 8 multiply-adds per step.
 float int8_sse2(int64_t iters) {
   __m128i acc[8], x[8];
@@ -125,6 +155,13 @@ Kernel int8_kernel() {
   if (__builtin_cpu_supports("avx2"))
     return {"avx2 vpmaddubsw+vpmaddwd (8 chains x 32 bytes)", 8.0 * 32 * 2, int8_avx2};
   return {"sse2 pmaddwd on i16 (8 chains x 8 lanes)", 8.0 * 8 * 2, int8_sse2};
+}
+
+Kernel int8_i16acc_kernel() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2"))
+    return {"avx2 vpmaddubsw+vpaddw, vpmaddwd per 8 (8 chains x 32 bytes)", 8.0 * 32 * 2, int8_i16acc_avx2};
+  return int8_kernel();
 }
 
 #elif defined(__aarch64__)
@@ -205,6 +242,7 @@ Kernel int8_kernel() {
   if (has_dotprod()) return {"neon sdot (12 chains x 16 bytes)", 12.0 * 16 * 2, int8_sdot};
   return {"neon smlal (12 chains x 8 lanes)", 12.0 * 8 * 2, int8_smlal};
 }
+Kernel int8_i16acc_kernel() { return int8_kernel(); }  // sdot needs no other sequence
 
 #else
 
@@ -228,6 +266,7 @@ float int8_scalar(int64_t iters) {
 }
 Kernel f32_kernel() { return {"scalar (8 chains)", 8.0 * 2, f32_scalar}; }
 Kernel int8_kernel() { return {"scalar (8 chains)", 8.0 * 2, int8_scalar}; }
+Kernel int8_i16acc_kernel() { return int8_kernel(); }
 
 #endif
 
@@ -273,5 +312,8 @@ PeakFigure measure(const Kernel& k, int threads, double seconds) {
 
 PeakFigure measure_f32_fma_peak(int threads, double seconds) { return measure(f32_kernel(), threads, seconds); }
 PeakFigure measure_int8_dot_peak(int threads, double seconds) { return measure(int8_kernel(), threads, seconds); }
+PeakFigure measure_int8_dot_i16acc_peak(int threads, double seconds) {
+  return measure(int8_i16acc_kernel(), threads, seconds);
+}
 
 }  // namespace nlbench

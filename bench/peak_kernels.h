@@ -24,5 +24,8 @@ struct PeakFigure {
 PeakFigure measure_f32_fma_peak(int threads, double seconds);
 // Runs the int8 dot kernel on `threads` threads at once for about `seconds`.
 PeakFigure measure_int8_dot_peak(int threads, double seconds);
+// The int8 sequence of the engine's Q4_0 kernel: products summed in int16 over a 32-value
+// block before one widening (x86-64 AVX2; elsewhere the same as measure_int8_dot_peak).
+PeakFigure measure_int8_dot_i16acc_peak(int threads, double seconds);
 
 }  // namespace nlbench

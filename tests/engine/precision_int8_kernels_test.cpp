@@ -189,8 +189,12 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
         const uint8_t f = fp.q[static_cast<size_t>((b * 8 + j / 4) * 32 + i * 4 + j % 4)];
         const uint8_t gq = gp.q[static_cast<size_t>(((b * 4 + j / 8) * 8 + r / 4) * 32 + (j % 8) * 4 + r % 4)];
         ASSERT_EQ(f, gq) << "row " << r << " col " << c;
-        if (c >= cols) ASSERT_EQ(f, 0) << "padding";
-        if (j == 0) ASSERT_EQ(fp.d[static_cast<size_t>(b * 8 + i)], gp.d[static_cast<size_t>(b * 32 + r)]);
+        if (c >= cols) {
+          ASSERT_EQ(f, 0) << "padding";
+        }
+        if (j == 0) {
+          ASSERT_EQ(fp.d[static_cast<size_t>(b * 8 + i)], gp.d[static_cast<size_t>(b * 32 + r)]);
+        }
       }
   }
 }
