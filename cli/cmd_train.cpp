@@ -29,6 +29,7 @@
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/trainer.h"
+#include "nightlora/host/memory_plan.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/energy.h"
@@ -64,6 +65,8 @@ struct TrainArgs {
   std::string engine = "cpu";  // frozen-engine backend
   std::string train_on = "completion";
   std::string chat_format;
+  int host_threads = 1;     // host threads while engine products run (core sharing)
+  std::string max_memory;   // memory budget of the step's plan ("" = keep only the last block)
   int64_t val_every = 0;
   double weight_decay = 0.0;
   double clip = 1.0;
@@ -195,10 +198,13 @@ int run_train(const TrainArgs& a) {
   const nlohmann::json identity = run_identity(a);
   nl::Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
   std::printf("training: %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
+  std::printf("memory plan: %s\n", trainer.memory_plan().describe().c_str());
               static_cast<long long>(trainer.total_steps()), static_cast<long long>(trainer.steps_per_epoch()),
               static_cast<long long>(a.batch), static_cast<long long>(a.grad_accum), a.lr, a.schedule.c_str(),
               static_cast<long long>(a.warmup));
   std::fflush(stdout);
+  tc.host_threads = a.host_threads;
+  if (!a.max_memory.empty()) tc.max_memory = nl::parse_memory_size(a.max_memory);
 
   // Inputs are valid: from here on DIR is written.
   fs::create_directories(a.out, ec);
@@ -477,3 +483,9 @@ nlcli::Register reg_train(
     });
 
 }  // namespace
+      sub.add_option("--host-threads", a->host_threads,
+                     "threads of the host work that overlaps engine products (LoRA branch); the rest uses --threads")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_option("--max-memory", a->max_memory,
+                     "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit (less "
+                     "recompute); refuse before training when even full recompute does not fit");

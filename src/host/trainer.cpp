@@ -1,6 +1,8 @@
 #include "nightlora/host/trainer.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "det_rng.h"
@@ -10,6 +12,20 @@
 #include "nightlora/util/error.h"
 
 namespace nl {
+
+namespace {
+// Tokens of the largest micro-batch `batch` examples of `ds` can pack into: the sum of the
+// `batch` longest (the data order is shuffled, so any of them may meet).
+int64_t largest_batch_tokens(const Dataset& ds, int64_t batch) {
+  std::vector<int64_t> len;
+  for (const Example& e : ds.examples) len.push_back(static_cast<int64_t>(e.tokens.size()));
+  const size_t k = std::min(len.size(), static_cast<size_t>(std::max<int64_t>(batch, 1)));
+  std::partial_sort(len.begin(), len.begin() + static_cast<std::ptrdiff_t>(k), len.end(), std::greater<>());
+  int64_t sum = 0;
+  for (size_t i = 0; i < k; ++i) sum += len[i];
+  return sum;
+}
+}  // namespace
 
 struct Trainer::Impl {
   const Model& model;
@@ -26,16 +42,26 @@ struct Trainer::Impl {
   int64_t data_pos = 0;  // position in the data stream (examples consumed)
   double elapsed_before_s = 0;
   PrecisionPlan precision;  // the step reads it at every step (StepOptions::precision)
+  MemoryPlan memory;        // the step's arena and kept blocks
 
   Impl(const Model& m, const Dataset& t, const Dataset* v, const TrainConfig& c, LoraAdapter a)
       : model(m), train(t), valid(v), cfg(c), adapter(std::move(a)),
         order(static_cast<int64_t>(t.examples.size()), c.seed), opt(adapter, c.adamw) {
+    // The memory plan first: a budget that cannot hold the run fails before the engine loads.
+    MemoryRequest mr;
+    mr.max_tokens = std::max(largest_batch_tokens(t, c.batch), v ? largest_batch_tokens(*v, c.batch) : 0);
+    mr.rank = adapter.cfg.rank;
+    mr.n_adapter_params = adapter.n_params();
+    mr.max_memory = c.max_memory;
+    memory = plan_step_memory(model, mr);
     EngineOptions eo;
     eo.threads = cfg.threads;
     eo.backend = cfg.engine;
     engine = make_engine(model, eo);
     StepOptions so;
     so.threads = cfg.threads;
+    so.host_threads = cfg.host_threads;
+    so.memory = &memory;
     precision = PrecisionPlan::uniform(model.config.n_layer, Precision::F32);
     so.precision = &precision;
     step = std::make_unique<TrainStep>(model, *engine, so);
@@ -52,6 +78,10 @@ Trainer::Trainer(const Model& model, const Dataset& train, const Dataset* valid,
   if (cfg.warmup < 0) fail("--warmup " + std::to_string(cfg.warmup), "must not be negative");
   if (!(cfg.lr > 0)) fail("--lr", "the learning rate must be positive");
   if (train.examples.empty()) fail(train.source, "the training set is empty");
+  if (cfg.method == TrainMethod::Mezo && !(cfg.mezo_eps > 0))
+    fail("--mezo-eps " + std::to_string(cfg.mezo_eps), "the MeZO perturbation size must be positive");
+  if (cfg.method == TrainMethod::Mezo && adapter.cfg.dropout > 0)
+    fail("--dropout", "MeZO compares two forward passes without dropout", "use --dropout 0 with --method mezo");
   int64_t per_step = cfg.batch * cfg.grad_accum;
   int64_t n = static_cast<int64_t>(train.examples.size());
   steps_per_epoch_ = (n + per_step - 1) / per_step;
@@ -60,6 +90,8 @@ Trainer::Trainer(const Model& model, const Dataset& train, const Dataset* valid,
 }
 
 Trainer::~Trainer() = default;
+
+const MemoryPlan& Trainer::memory_plan() const { return impl_->memory; }
 
 ValReport Trainer::validate(const LoraAdapter& adapter, int64_t step) {
   if (!impl_->valid) fail("validation", "no validation set was given");
@@ -161,6 +193,8 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
   const std::function<TrainState()> snapshot = [this] { return state(); };
   for (int64_t s = first; s < total_; ++s) {
     const auto t0 = clock::now();
+    const StepTiming timing_before = I.step->total_timing();
+    double optimizer_s = 0;
     // Draw this step's micro-batches first: the loss scale needs their total supervised count.
     std::vector<Batch> micro;
     int64_t n_sup = 0, n_tok = 0;
@@ -175,16 +209,27 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
       std::fill(p.A.begin(), p.A.end(), 0.0f);
       std::fill(p.B.begin(), p.B.end(), 0.0f);
     }
-    double loss_sum = 0;
-    const float scale = 1.0f / static_cast<float>(n_sup);
-    for (size_t k = 0; k < micro.size(); ++k) {
-      uint64_t dropout_seed = hash_combine(hash_combine(c.seed, static_cast<uint64_t>(s)), k);
-      StepResult r = I.step->forward_backward(micro[k], I.adapter, grads, scale, dropout_seed);
-      loss_sum += r.loss_sum;
+    double loss_sum = 0, norm = 0;
+    const double lr = sched.at(s);
+    if (c.method == TrainMethod::Mezo) {
+      // Forward-only: `grads` serves as the scratch adapter holding θ ± εz.
+      const uint64_t key = mezo_step_key(c.seed, s);
+      MezoEstimate e = mezo_estimate(*I.step, micro, I.adapter, grads, key, c.mezo_eps);
+      mezo_update(I.adapter, key, e.projected_grad, lr, c.adamw.weight_decay);
+      loss_sum = 0.5 * (e.loss_plus + e.loss_minus) * static_cast<double>(n_sup);
+      norm = std::abs(e.projected_grad);
+    } else {
+      const float scale = 1.0f / static_cast<float>(n_sup);
+      for (size_t k = 0; k < micro.size(); ++k) {
+        uint64_t dropout_seed = hash_combine(hash_combine(c.seed, static_cast<uint64_t>(s)), k);
+        StepResult r = I.step->forward_backward(micro[k], I.adapter, grads, scale, dropout_seed);
+        loss_sum += r.loss_sum;
+      }
+      const auto t_opt = clock::now();
+      norm = clip_grad_norm(grads, c.clip);
+      opt.step(I.adapter, grads, lr);
+      optimizer_s = std::chrono::duration<double>(clock::now() - t_opt).count();
     }
-    double norm = clip_grad_norm(grads, c.clip);
-    double lr = sched.at(s);
-    opt.step(I.adapter, grads, lr);
 
     const auto t1 = clock::now();
     StepReport rep;
@@ -197,6 +242,14 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     rep.supervised = n_sup;
     double dt = std::chrono::duration<double>(t1 - t0).count();
     rep.tokens_per_s = dt > 0 ? static_cast<double>(n_tok) / dt : 0.0;
+    // The step's own breakdown; what the trainer did around it (batch packing, zeroing the
+    // gradients) counts as other host work, so the host categories still sum to dt.
+    rep.timing = I.step->total_timing() - timing_before;
+    rep.timing.optimizer_s = optimizer_s;
+    rep.timing.wall_s = dt;
+    rep.timing.other_s += std::max(0.0, dt - rep.timing.host_sum_s());
+    rep.peak_rss_bytes = peak_rss_bytes();
+    rep.arena_bytes = I.step->arena_bytes();
     const double session_s = std::chrono::duration<double>(t1 - t_start).count();
     rep.elapsed_s = I.elapsed_before_s + session_s;
     rep.eta_s = session_s / static_cast<double>(s + 1 - first) * static_cast<double>(total_ - s - 1);
@@ -216,6 +269,22 @@ std::string step_json(const StepReport& r) {
                       {"epoch", r.epoch},      {"loss", r.loss},         {"lr", r.lr},
                       {"grad_norm", r.grad_norm}, {"tokens", r.tokens},  {"supervised", r.supervised},
                       {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
+  // The step-time breakdown (see step_timing.h): host categories sum to step_s; the frozen
+  // products' busy times overlap them.
+  const StepTiming& t = r.timing;
+  j["step_s"] = t.wall_s;
+  j["breakdown_s"] = {{"frozen_forward", t.frozen_forward_s},
+                      {"frozen_recompute", t.frozen_recompute_s},
+                      {"frozen_input_grad", t.frozen_input_grad_s},
+                      {"adapter", t.adapter_s},
+                      {"attention", t.attention_s},
+                      {"other", t.other_s},
+                      {"optimizer", t.optimizer_s},
+                      {"wait", t.wait_s},
+                      {"overlap", t.overlap_s()},
+                      {"outside_frozen", t.outside_frozen_s()}};
+  j["peak_rss_mib"] = static_cast<double>(r.peak_rss_bytes) / (1024.0 * 1024.0);
+  j["arena_mib"] = static_cast<double>(r.arena_bytes) / (1024.0 * 1024.0);
   return j.dump();
 }
 

@@ -15,9 +15,12 @@
 #include "nightlora/data/dataset.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
+#include "nightlora/host/memory_plan.h"
+#include "nightlora/host/mezo.h"
 #include "nightlora/host/optimizer.h"
 #include "nightlora/host/precision_plan.h"
 #include "nightlora/host/schedule.h"
+#include "nightlora/host/step_timing.h"
 #include "nightlora/modelio/model.h"
 
 namespace nl {
@@ -36,6 +39,16 @@ struct TrainConfig {
   int threads = 0;         // 0: all cores
   std::string engine = "cpu";  // frozen-engine backend: cpu, vulkan or auto (EngineOptions::backend)
   int64_t val_every = 0;   // validate every N steps (and always before and after); 0: before and after only
+  // The step's memory plan (memory_plan.h): a budget for the estimated peak (keep as many
+  // blocks' activations as fit; refuse before loading the engine when nothing fits), 0: keep
+  // only the last block's. host_threads: see StepOptions (core sharing with the engine).
+  size_t max_memory = 0;
+  int host_threads = 1;
+  // first-order: backpropagation + AdamW. mezo: two forward passes per step at θ ± mezo_eps·z and
+  // plain SGD (see mezo.h); it uses lr, the schedule, adamw.weight_decay and the data order as
+  // first-order does, ignores clip (there is no gradient vector to clip) and needs dropout 0.
+  TrainMethod method = TrainMethod::FirstOrder;
+  double mezo_eps = 1e-3;
 };
 
 struct StepReport {
@@ -43,13 +56,16 @@ struct StepReport {
   int64_t total = 0;
   double loss = 0;    // mean NLL over the step's supervised tokens
   double lr = 0;
-  double grad_norm = 0;  // before clipping
+  double grad_norm = 0;  // before clipping (MeZO: |projected gradient|)
   int64_t tokens = 0;    // tokens processed in this step (all micro-batches)
   int64_t supervised = 0;
   double tokens_per_s = 0;  // this step
   double elapsed_s = 0;     // since the start of training
   double eta_s = 0;
   int64_t epoch = 0;        // 0-based epoch of the step's last example
+  StepTiming timing;        // the step's breakdown (wall_s: the whole optimizer step)
+  size_t peak_rss_bytes = 0;  // of the process so far
+  size_t arena_bytes = 0;     // the step's memory plan
 };
 
 struct ValReport {
@@ -66,6 +82,8 @@ class Trainer {
   ~Trainer();
 
   int64_t total_steps() const { return total_; }
+  // The step's memory plan (made before the engine is loaded).
+  const MemoryPlan& memory_plan() const;
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
 
   // Runs every step; returns the trained adapter.
