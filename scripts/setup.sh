@@ -31,6 +31,8 @@ APT_PACKAGES=(
   "libvulkan-dev=1.3.239.0-1"
   "glslc=2023.2-1"
   "mesa-vulkan-drivers=22.3.6-1+deb12u2"
+  # Headless browser for the report test (tests/report): renders `nightlora report` pages.
+  "chromium=156.0.8078.108-1~deb12u1"
 )
 
 SUDO=""
