@@ -179,24 +179,38 @@ inline __m256i dot_signed(const __m256i* w, const __m256i x[8]) {
   return acc;
 }
 
+// NT tokens x the panel's 8 rows. Each weight chunk is loaded once and used for the NT
+// tokens; per token the block's sums stay in one register (int16 for nibbles).
 template <int NT, Int8Kind K>
 inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, const ForwardPanel& p,
                            int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < p.blocks; ++b) {
     const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
+    const int8_t* xq = q + b * kQ8Block;
+    __m256i part[NT];
+    for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+      const __m256i wc = _mm256_loadu_si256(w + c);
+      if constexpr (K == Int8Kind::Nibble) {
+        for (int t = 0; t < NT; ++t)
+          part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(wc, broadcast_chunk(xq + t * ldq + 4 * c)));
+      } else {
+        const __m256i aw = _mm256_sign_epi8(wc, wc);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i x = _mm256_sign_epi8(broadcast_chunk(xq + t * ldq + 4 * c), wc);
+          part[t] = _mm256_add_epi32(part[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
+        }
+      }
+    }
     const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
-      const int8_t* xq = q + t * ldq + b * kQ8Block;
-      __m256i x[8];
-      for (int c = 0; c < 8; ++c) x[c] = broadcast_chunk(xq + 4 * c);
-      __m256i isum;
+      __m256i isum = part[t];
       if constexpr (K == Int8Kind::Nibble)
-        isum = _mm256_sub_epi32(dot_nibbles(w, x), _mm256_set1_epi32(8 * sum[t * blocks + b]));
-      else
-        isum = dot_signed(w, x);
+        isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * sum[t * blocks + b]));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
     }
   }
