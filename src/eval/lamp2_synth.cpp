@@ -135,17 +135,20 @@ Lamp2Synthetic make_lamp2_synthetic(const Lamp2SynthOptions& opt) {
   s.outputs_json = nlohmann::ordered_json({{"task", "LaMP_2"}, {"golds", golds}}).dump(1) + "\n";
 
   // The README: what the data is and every user's hidden preferences.
+  char noise_buf[32];
+  std::snprintf(noise_buf, sizeof noise_buf, "%g", opt.noise);
+  const std::string noise = noise_buf;
   std::string r = "# Synthetic LaMP-2 data (nightlora make-lamp2)\n\n";
   r += "Made by `nightlora make-lamp2 --users " + std::to_string(opt.users) + " --items-per-user " +
        std::to_string(opt.items_per_user) + " --questions-per-user " + std::to_string(opt.questions_per_user) +
-       " --seed " + std::to_string(opt.seed) + " --split " + lamp2_split_name(opt.split) + "` (" +
-       std::to_string(opt.tags_per_user) + " tags per user, noise " + std::to_string(opt.noise) + ").\n\n";
+       " --seed " + std::to_string(opt.seed) + " --split " + lamp2_split_name(opt.split) + " --tags-per-user " +
+       std::to_string(opt.tags_per_user) + " --noise " + noise + "`.\n\n";
   r += "- `questions.json`: LaMP-2 questions in the official format; every question of a user carries the user's whole "
        "profile and a `user_id`.\n- `outputs.json`: the gold tags, `{\"task\": \"LaMP_2\", \"golds\": [...]}`.\n\n";
   r += "Descriptions are \"a <adjective> story about a <thing>\". Each user uses only its own " +
        std::to_string(opt.tags_per_user) +
        " tags and maps every thing to one of them (the table below); the adjective carries no information. With "
-       "probability " + std::to_string(opt.noise) +
+       "probability " + noise +
        " an item's tag is instead drawn at random among the user's tags, so even a perfect model of a user does not "
        "reach accuracy 1.\n\n";
   if (opt.split == Lamp2Split::Time)
