@@ -93,6 +93,8 @@ class TimedEngine final : public FrozenEngine {
   void wait(EngineTicket t) override;
   size_t resident_bytes() const override { return inner_.resident_bytes(); }
   size_t resident_weight_bytes() const override { return inner_.resident_weight_bytes(); }
+  // The wrapped backend's own device clock (Vulkan timestamps), passed through.
+  EngineDeviceTime device_time() const override { return inner_.device_time(); }
 
  private:
   struct Record {
