@@ -70,6 +70,8 @@ struct TrainArgs {
   int64_t val_every = 0;
   double weight_decay = 0.0;
   double clip = 1.0;
+  std::string method = "first-order";  // or "mezo" (forward-only)
+  double mezo_eps = 1e-3;
   // Checkpoints and resume.
   int64_t save_every = 50;
   double save_every_sec = 300;
@@ -78,6 +80,7 @@ struct TrainArgs {
   int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in this session
   // Background mode.
   bool background = false;
+  bool normal_priority = false;  // background mode without idle priority (benchmarks on a shared machine)
   bool require_power = false;
   double min_battery = -1;
   std::string window;
@@ -103,6 +106,12 @@ nlohmann::json run_identity(const TrainArgs& a) {
                         {"seq-len", a.seq_len}, {"train-on", a.train_on},         {"chat-format", a.chat_format},
                         {"adapter", a.adapter.empty() ? std::string() : nl::fingerprint_path(a.adapter)}};
   nlcli::add_precision_identity(cfg, a.precision);
+  // MeZO's direction stream is a pure function of (seed, step), both above; the method and its
+  // perturbation size are added only for MeZO runs so first-order checkpoints keep their identity.
+  if (a.method != "first-order") {
+    cfg["method"] = a.method;
+    cfg["mezo-eps"] = a.mezo_eps;
+  }
   return {{"model", nl::fingerprint_path(a.model)}, {"data", nl::fingerprint_path(a.data)}, {"config", cfg}};
 }
 
@@ -168,6 +177,8 @@ int run_train(const TrainArgs& a) {
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;
+  tc.method = nl::parse_train_method(a.method);
+  tc.mezo_eps = a.mezo_eps;
   nlcli::check_precision_args(a.precision);
   std::error_code ec;
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
@@ -197,11 +208,11 @@ int run_train(const TrainArgs& a) {
   const std::optional<nl::PrecisionPlan> plan_file = nlcli::read_precision_file(a.precision, mc.n_layer);
   const nlohmann::json identity = run_identity(a);
   nl::Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
-  std::printf("training: %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
+  std::printf("training (%s): %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld\n",
+              nl::train_method_name(tc.method), static_cast<long long>(trainer.total_steps()),
+              static_cast<long long>(trainer.steps_per_epoch()), static_cast<long long>(a.batch),
+              static_cast<long long>(a.grad_accum), a.lr, a.schedule.c_str(), static_cast<long long>(a.warmup));
   std::printf("memory plan: %s\n", trainer.memory_plan().describe().c_str());
-              static_cast<long long>(trainer.total_steps()), static_cast<long long>(trainer.steps_per_epoch()),
-              static_cast<long long>(a.batch), static_cast<long long>(a.grad_accum), a.lr, a.schedule.c_str(),
-              static_cast<long long>(a.warmup));
   std::fflush(stdout);
   tc.host_threads = a.host_threads;
   if (!a.max_memory.empty()) tc.max_memory = nl::parse_memory_size(a.max_memory);
@@ -292,8 +303,12 @@ int run_train(const TrainArgs& a) {
   std::unique_ptr<nl::PauseControl> pause;
   std::unique_ptr<nl::BackgroundGate> gate;
   if (a.background) {
-    const nl::PriorityResult cpu = nl::set_idle_cpu_priority(), io = nl::set_idle_io_priority();
-    std::printf("background: cpu %s, io %s\n", cpu.detail.c_str(), io.detail.c_str());
+    if (a.normal_priority) {
+      std::printf("background: normal cpu and io priority (--normal-priority)\n");
+    } else {
+      const nl::PriorityResult cpu = nl::set_idle_cpu_priority(), io = nl::set_idle_io_priority();
+      std::printf("background: cpu %s, io %s\n", cpu.detail.c_str(), io.detail.c_str());
+    }
     nl::BackgroundConditions bc;
     bc.require_external_power = a.require_power;
     if (a.min_battery >= 0) bc.min_battery_percent = a.min_battery;
@@ -452,6 +467,11 @@ nlcli::Register reg_train(
           ->capture_default_str();
       sub.add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
       sub.add_option("--clip", a->clip, "global gradient-norm clipping (0: off)")->capture_default_str();
+      sub.add_option("--method", a->method,
+                     "first-order (backpropagation + AdamW) or mezo (forward-only MeZO: two forward passes per "
+                     "step, SGD at --lr; no clipping, needs --dropout 0)")
+          ->capture_default_str();
+      sub.add_option("--mezo-eps", a->mezo_eps, "MeZO: perturbation size epsilon")->capture_default_str();
       sub.add_option("--save-every", a->save_every, "checkpoint every N steps (0: off)")->capture_default_str()
           ->check(CLI::NonNegativeNumber);
       sub.add_option("--save-every-sec", a->save_every_sec, "checkpoint every S seconds (0: off)")
@@ -463,6 +483,8 @@ nlcli::Register reg_train(
       sub.add_flag("--background", a->background,
                    "idle CPU/IO priority; run only while the conditions below hold, else checkpoint and wait; "
                    "SIGUSR1/SIGUSR2 or OUT/control ('pause'/'resume') pause and resume at a step boundary");
+      sub.add_flag("--normal-priority", a->normal_priority,
+                   "background: keep the normal CPU/IO priority (for timed comparisons on a busy machine)");
       sub.add_flag("--require-power", a->require_power, "background: only on external power");
       sub.add_option("--min-battery", a->min_battery, "background: only with the battery at least at X percent");
       sub.add_option("--window", a->window, "background: only inside this daily local time window, e.g. 23:00-07:00");
