@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <sstream>
 
 #include <cstdio>
@@ -28,11 +29,12 @@
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
-#include "nightlora/host/trainer.h"
 #include "nightlora/host/memory_plan.h"
+#include "nightlora/host/trainer.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/energy.h"
+#include "nightlora/job/live_thermal_sim.h"
 #include "nightlora/job/pacer.h"
 #include "nightlora/job/priority.h"
 #include "nightlora/job/checkpoint_store.h"
@@ -63,10 +65,10 @@ struct TrainArgs {
   uint64_t seed = 0;
   int threads = 0;
   std::string engine = "cpu";  // frozen-engine backend
-  std::string train_on = "completion";
-  std::string chat_format;
   int host_threads = 1;     // host threads while engine products run (core sharing)
   std::string max_memory;   // memory budget of the step's plan ("" = keep only the last block)
+  std::string train_on = "completion";
+  std::string chat_format;
   int64_t val_every = 0;
   double weight_decay = 0.0;
   double clip = 1.0;
@@ -93,7 +95,24 @@ struct TrainArgs {
   double duty = 0;
   std::string temp_source = "auto";
   nlcli::PrecisionArgs precision;  // --precision, --precision-tol, --precision-calib-tokens
+  double pace_poll_sec = 1.0;
+  std::string fake_clock;  // hidden, for tests: "HH:MM[:SS],S" (see parse_fake_clock)
 };
+
+// --fake-clock "HH:MM[:SS],S" (hidden, for tests of time windows): background mode's clock
+// starts at that local time of day, moves S seconds per training step and jumps through
+// waits instead of sleeping, so a night's schedule plays out in a second.
+std::pair<double, double> parse_fake_clock(const std::string& text) {
+  int h = 0, m = 0, sec = 0, used = 0;
+  double step = 0;
+  const char* c = text.c_str();
+  const bool ok = (std::sscanf(c, "%d:%d:%d,%lf%n", &h, &m, &sec, &step, &used) == 4 ||
+                   (sec = 0, std::sscanf(c, "%d:%d,%lf%n", &h, &m, &step, &used) == 3)) &&
+                  used == static_cast<int>(text.size()) && h >= 0 && h < 24 && m >= 0 && m < 60 && sec >= 0 && sec < 60 &&
+                  step >= 0;
+  if (!ok) nl::fail("--fake-clock " + text, "expected HH:MM[:SS],SECONDS_PER_STEP", "e.g. 06:59,60");
+  return {h * 3600.0 + m * 60.0 + sec, step};
+}
 
 // What must match for a checkpoint to be resumed: everything that shapes the trajectory.
 // Threads are left out (results do not depend on them), as are validation and logging options.
@@ -105,13 +124,13 @@ nlohmann::json run_identity(const TrainArgs& a) {
                         {"dropout", a.dropout}, {"targets", a.targets},           {"lora-seed", a.lora_seed},
                         {"seq-len", a.seq_len}, {"train-on", a.train_on},         {"chat-format", a.chat_format},
                         {"adapter", a.adapter.empty() ? std::string() : nl::fingerprint_path(a.adapter)}};
-  nlcli::add_precision_identity(cfg, a.precision);
   // MeZO's direction stream is a pure function of (seed, step), both above; the method and its
   // perturbation size are added only for MeZO runs so first-order checkpoints keep their identity.
   if (a.method != "first-order") {
     cfg["method"] = a.method;
     cfg["mezo-eps"] = a.mezo_eps;
   }
+  nlcli::add_precision_identity(cfg, a.precision);
   return {{"model", nl::fingerprint_path(a.model)}, {"data", nl::fingerprint_path(a.data)}, {"config", cfg}};
 }
 
@@ -129,6 +148,15 @@ void trim_log(const fs::path& log_path, int64_t step) {
     if (row.value("step", int64_t{0}) <= step) kept += line + "\n";
   }
   nl::write_file_atomic(log_path.string(), kept);
+}
+
+// VmHWM from /proc/self/status (Linux): the peak resident set size of this process.
+std::optional<int64_t> process_peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   123456 kB"
+  return std::nullopt;
 }
 
 std::string hms(double s) {
@@ -174,12 +202,23 @@ int run_train(const TrainArgs& a) {
   tc.seed = a.seed;
   tc.threads = a.threads;
   tc.engine = a.engine;
+  tc.host_threads = a.host_threads;
+  if (!a.max_memory.empty()) tc.max_memory = nl::parse_memory_size(a.max_memory);
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;
   tc.method = nl::parse_train_method(a.method);
   tc.mezo_eps = a.mezo_eps;
   nlcli::check_precision_args(a.precision);
+  std::optional<nl::LiveSimSpec> sim_spec;
+  if (nl::is_sim_source(a.temp_source)) sim_spec = nl::parse_sim_source(a.temp_source);
+  else if (a.temp_source != "auto" && a.temp_source.rfind("file:", 0) != 0 && a.temp_source.rfind("cmd:", 0) != 0)
+    nl::fail("--temp-source " + a.temp_source, "unknown temperature source",
+             "use auto, file:PATH, cmd:COMMAND or sim[:key=value,...]");
+  if (!a.fake_clock.empty()) {
+    if (!a.background) nl::fail("--fake-clock", "only background mode has a clock to fake", "add --background");
+    parse_fake_clock(a.fake_clock);
+  }
   std::error_code ec;
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
     nl::fail(a.out, "--out exists and is not a folder", "give a folder for the adapter and log");
@@ -214,8 +253,6 @@ int run_train(const TrainArgs& a) {
               static_cast<long long>(a.grad_accum), a.lr, a.schedule.c_str(), static_cast<long long>(a.warmup));
   std::printf("memory plan: %s\n", trainer.memory_plan().describe().c_str());
   std::fflush(stdout);
-  tc.host_threads = a.host_threads;
-  if (!a.max_memory.empty()) tc.max_memory = nl::parse_memory_size(a.max_memory);
 
   // Inputs are valid: from here on DIR is written.
   fs::create_directories(a.out, ec);
@@ -264,22 +301,54 @@ int run_train(const TrainArgs& a) {
     last_saved = st.step;
   };
 
+  // --temp-source sim: every step also runs on a simulated device that stands in for this
+  // machine's thermal body (see live_thermal_sim.h). Its throttling really slows the job: the
+  // extra time is slept, and the step's logged duration and tokens/s include it.
+  std::unique_ptr<nl::LiveThermalSim> sim;
+  if (sim_spec) {
+    sim = std::make_unique<nl::LiveThermalSim>(*sim_spec);
+    std::printf("thermal: %s\n", sim->describe().c_str());
+  }
+
   const bool live = isatty(fileno(stdout));
   bool line_open = false;
   auto on_step = [&](const nl::StepReport& r) {
-    elapsed_s = r.elapsed_s;
+    const double real_s = r.tokens_per_s > 0 ? static_cast<double>(r.tokens) / r.tokens_per_s : 0.0;
+    std::optional<nl::LiveSimStep> dev;
+    if (sim) dev = sim->step_finished(real_s);
+    const double extra_s = dev ? dev->extra_s : 0.0;
+    const double step_s = real_s + extra_s;
+    const double tokens_per_s = step_s > 0 ? static_cast<double>(r.tokens) / step_s : r.tokens_per_s;
+    elapsed_s = r.elapsed_s + extra_s;
     tokens_total += r.tokens;
-    last_step_s = r.tokens_per_s > 0 ? static_cast<double>(r.tokens) / r.tokens_per_s : 0.0;
+    last_step_s = step_s;
     // Energy where the machine tells it; otherwise said to be unavailable, never estimated.
     nlohmann::json row = nlohmann::json::parse(nl::step_json(r));
+    row["tokens_per_s"] = tokens_per_s;
+    row["elapsed_s"] = elapsed_s;
     if (auto j = energy.joules()) row["energy_j"] = *j;
     else row["energy_j"] = "unavailable";
+    // The process's peak resident memory so far, for the report, unless the step's own
+    // measurements already hold a resident-memory figure.
+    bool has_rss = false;
+    for (auto it = row.begin(); it != row.end(); ++it) has_rss |= it.key().find("rss") != std::string::npos;
+    if (!has_rss)
+      if (auto hwm = process_peak_rss_bytes()) row["process_peak_rss_bytes"] = *hwm;
     log << row.dump() << "\n";
+    if (dev) {
+      // The simulated device's view of the step; its energy is simulated, so it is kept apart
+      // from the measured energy_j above.
+      log << nlohmann::json({{"type", "sim"}, {"step", r.step}, {"temp_c", dev->temp_end_c},
+                             {"work_s", dev->work_s}, {"device_s", dev->device_s}, {"extra_s", dev->extra_s},
+                             {"throttled_s", dev->throttled_s}, {"sim_energy_j", dev->energy_j}})
+                 .dump()
+          << "\n";
+    }
     log.flush();
     char buf[256];
     std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
                   static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss, r.lr, r.grad_norm,
-                  r.tokens_per_s, hms(r.elapsed_s).c_str(), hms(r.eta_s).c_str());
+                  tokens_per_s, hms(elapsed_s).c_str(), hms(r.eta_s).c_str());
     if (live) {
       std::printf("\r\033[K%s", buf);
       line_open = true;
@@ -299,7 +368,9 @@ int run_train(const TrainArgs& a) {
   };
   nl::StopSignals stop;
   // Background mode: idle priority, and a gate asked before every step.
-  std::unique_ptr<nl::SystemClock> sys_clock;
+  std::unique_ptr<nl::Clock> gate_clock;
+  nl::ManualClock* fake_clock = nullptr;  // --fake-clock: moved by the steps, see parse_fake_clock
+  double fake_step_s = 0;
   std::unique_ptr<nl::PauseControl> pause;
   std::unique_ptr<nl::BackgroundGate> gate;
   if (a.background) {
@@ -319,9 +390,17 @@ int run_train(const TrainArgs& a) {
     bc.sysfs_root = a.sysfs_root;
     bc.recheck_s = a.recheck_sec;
     bc.pause_poll_s = std::min(2.0, a.recheck_sec);
-    sys_clock = std::make_unique<nl::SystemClock>();
+    if (!a.fake_clock.empty()) {
+      auto [start_s, step_s] = parse_fake_clock(a.fake_clock);
+      auto manual = std::make_unique<nl::ManualClock>(start_s);
+      fake_clock = manual.get();
+      fake_step_s = step_s;
+      gate_clock = std::move(manual);
+    } else {
+      gate_clock = std::make_unique<nl::SystemClock>();
+    }
     pause = std::make_unique<nl::PauseControl>((fs::path(a.out) / "control").string(), true);
-    gate = std::make_unique<nl::BackgroundGate>(bc, *sys_clock, pause.get());
+    gate = std::make_unique<nl::BackgroundGate>(bc, *gate_clock, pause.get());
   }
   const double session_start = nl::SystemClock().now_s();
   // Asks the gate; waits (with a checkpoint when the wait begins) until it says run. False: stop.
@@ -355,18 +434,21 @@ int run_train(const TrainArgs& a) {
     nl::PacingConfig pc;
     if (a.temp_ceiling > 0) pc.ceiling_c = a.temp_ceiling;
     if (a.duty > 0) pc.duty = a.duty;
+    pc.poll_s = a.pace_poll_sec;
     pc.validate();
     nl::TempSourceOptions to;
     to.sysfs_root = a.sysfs_root;
     if (a.temp_source.rfind("file:", 0) == 0) to.temp_file = a.temp_source.substr(5);
     else if (a.temp_source.rfind("cmd:", 0) == 0) to.temp_cmd = a.temp_source.substr(4);
-    else if (a.temp_source != "auto")
-      nl::fail("--temp-source " + a.temp_source, "unknown temperature source", "use auto, file:PATH or cmd:COMMAND");
+    else if (a.temp_source != "auto" && !sim)
+      nl::fail("--temp-source " + a.temp_source, "unknown temperature source",
+               "use auto, file:PATH, cmd:COMMAND or sim[:key=value,...]");
     std::string why_none;
-    temp_source = nl::find_temperature_source(to, &why_none);
-    std::printf("pacing: %s\n", temp_source ? temp_source->describe().c_str()
-                                             : ("no temperature sensor (" + why_none + "); pacing on throughput").c_str());
-    pacer = std::make_unique<nl::Pacer>(pc, temp_source.get(), nl::sleep_seconds,
+    if (!sim) temp_source = nl::find_temperature_source(to, &why_none);
+    nl::TemperatureSource* sensor = sim ? sim.get() : temp_source.get();
+    std::printf("pacing: %s\n", sensor ? sensor->describe().c_str()
+                                        : ("no temperature sensor (" + why_none + "); pacing on throughput").c_str());
+    pacer = std::make_unique<nl::Pacer>(pc, sensor, nl::sleep_seconds,
                                         [&] { return stop.requested() || (pause && pause->paused()); });
     pacer->before_step();
   }
@@ -386,6 +468,7 @@ int run_train(const TrainArgs& a) {
   std::string stop_reason;
   auto at_boundary = [&](int64_t done, const std::function<nl::TrainState()>& snapshot) {
     if (done < trainer.total_steps()) pace(done);
+    if (fake_clock) fake_clock->advance(fake_step_s);
     if (stop.requested()) stop_reason = stop.signal() == SIGINT ? "SIGINT" : "SIGTERM";
     else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
     else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop.requested())
@@ -401,6 +484,61 @@ int run_train(const TrainArgs& a) {
   };
   // The gate is asked before the first step too (a job started off-charger waits at once).
   const std::function<nl::TrainState()> initial = [&] { return trainer.state(); };
+  // DIR/run.json: what this run is (model, data, configuration, sensors) and one entry per
+  // session (started, from which step, how it ended), for `nightlora report`. The log holds
+  // the per-step figures; this file holds what is said once.
+  const fs::path record_path = fs::path(a.out) / "run.json";
+  nlohmann::json record;
+  if (loaded && fs::exists(record_path, ec)) {
+    record = nlohmann::json::parse(nl::read_file(record_path.string()), nullptr, false);
+    if (!record.is_object()) record = nlohmann::json::object();  // damaged: start it again
+  }
+  record["model"] = a.model;
+  record["arch"] = nl::arch_name(mc.arch);
+  record["data"] = a.data;
+  if (!a.valid.empty()) record["valid"] = a.valid;
+  record["out"] = a.out;
+  record["config"] = identity["config"];
+  record["total_steps"] = trainer.total_steps();
+  record["threads"] = a.threads;
+  {
+    nlohmann::json thermal;
+    if (sim) thermal["source"] = sim->describe(), thermal["throttle_at_c"] = sim_spec->device.throttle_at_c;
+    else if (pacer) thermal["source"] = temp_source ? temp_source->describe() : "no sensor: pacing on throughput";
+    else thermal["source"] = "none (no pacing)";
+    if (a.temp_ceiling > 0) thermal["ceiling_c"] = a.temp_ceiling;
+    if (a.duty > 0) thermal["duty"] = a.duty;
+    record["thermal"] = thermal;
+  }
+  record["energy"] = energy.available() ? nlohmann::json{{"source", energy.source()}}
+                                        : nlohmann::json{{"unavailable", energy.why_unavailable()}};
+  if (a.background) {
+    nlohmann::json bg = nlohmann::json::object();
+    if (a.require_power) bg["require_power"] = true;
+    if (a.min_battery >= 0) bg["min_battery"] = a.min_battery;
+    if (!a.window.empty()) bg["window"] = a.window;
+    if (a.max_wall > 0) bg["max_wall_s"] = a.max_wall;
+    if (a.max_energy > 0) bg["max_energy_j"] = a.max_energy;
+    record["background"] = bg;
+  }
+  auto utc_now = [] {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return std::string(buf);
+  };
+  if (!record["sessions"].is_array()) record["sessions"] = nlohmann::json::array();
+  record["sessions"].push_back({{"started", utc_now()}, {"from_step", trainer.steps_done()}});
+  nl::write_file_atomic(record_path.string(), record.dump(2) + "\n");
+  auto end_session = [&](const std::string& outcome) {
+    nlohmann::json& sess = record["sessions"].back();
+    sess["ended"] = utc_now();
+    sess["to_step"] = trainer.steps_done();
+    sess["outcome"] = outcome;
+    nl::write_file_atomic(record_path.string(), record.dump(2) + "\n");
+  };
   nl::LoraAdapter trained;
   if (trainer.finished() || gate_allows(initial, stop_reason)) {
     trained = trainer.run(on_step, on_val, at_boundary);
@@ -413,6 +551,7 @@ int run_train(const TrainArgs& a) {
                 static_cast<long long>(trainer.steps_done()), static_cast<long long>(trainer.total_steps()),
                 stop_reason.c_str(), store.dir().c_str());
     std::fflush(stdout);
+    end_session("stopped: " + stop_reason);
     if (stop.signal() == SIGINT) return 130;
     if (stop.signal() == SIGTERM) return 143;
     return 0;
@@ -426,6 +565,8 @@ int run_train(const TrainArgs& a) {
   nl::save_adapter_gguf(trained, *model, gguf_path.string());
   std::printf("saved: %s (PEFT: adapter_model.safetensors + adapter_config.json) and %s\n", a.out.c_str(),
               gguf_path.string().c_str());
+  record["adapter"] = {{"peft", a.out}, {"gguf", gguf_path.string()}};
+  end_session("finished");
   return 0;
 }
 
@@ -460,6 +601,12 @@ nlcli::Register reg_train(
                      "(vulkan when a GPU is present, else cpu)")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "cpu", "vulkan"}));
+      sub.add_option("--host-threads", a->host_threads,
+                     "threads of the host work that overlaps engine products (LoRA branch); the rest uses --threads")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_option("--max-memory", a->max_memory,
+                     "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit (less "
+                     "recompute); refuse before training when even full recompute does not fit");
       sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
           ->capture_default_str();
       sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");
@@ -496,8 +643,16 @@ nlcli::Register reg_train(
           ->group("")->check(CLI::PositiveNumber);
       sub.add_option("--temp-ceiling", a->temp_ceiling, "pacing: idle between steps to stay below C degrees");
       sub.add_option("--duty", a->duty, "pacing: share of wall time spent in steps, in (0, 1]");
-      sub.add_option("--temp-source", a->temp_source, "pacing sensor: auto (thermal zones, hwmon), file:PATH or cmd:COMMAND")
+      sub.add_option("--temp-source", a->temp_source,
+                     "pacing sensor: auto (thermal zones, hwmon), file:PATH, cmd:COMMAND, or sim[:key=value,...] "
+                     "(a simulated device that heats and throttles: keys ambient, r, c, step-power, idle-power, "
+                     "throttle-at, throttle-release, throttle-speed, throttle-power, start, step)")
           ->capture_default_str();
+      sub.add_option("--fake-clock", a->fake_clock,
+                     "background, for tests: HH:MM[:SS],S: the clock starts then and moves S seconds per step")
+          ->group("");
+      sub.add_option("--pace-poll-sec", a->pace_poll_sec, "pacing: how often the sensor is re-read while cooling")
+          ->group("")->check(CLI::PositiveNumber);
       nlcli::add_precision_options(sub, a->precision);
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -505,9 +660,3 @@ nlcli::Register reg_train(
     });
 
 }  // namespace
-      sub.add_option("--host-threads", a->host_threads,
-                     "threads of the host work that overlaps engine products (LoRA branch); the rest uses --threads")
-          ->capture_default_str()->check(CLI::PositiveNumber);
-      sub.add_option("--max-memory", a->max_memory,
-                     "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit (less "
-                     "recompute); refuse before training when even full recompute does not fit");

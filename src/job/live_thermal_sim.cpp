@@ -91,13 +91,15 @@ TempReading LiveThermalSim::read() {
 
 std::string LiveThermalSim::describe() const {
   const ThermalSimConfig& d = dev_.config();
+  char work[32] = "";
+  if (spec_.step_work_s) std::snprintf(work, sizeof work, "%g s", *spec_.step_work_s);
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "simulated device (ambient %.1f C, R %.3g C/W, C %.3g J/C: time constant %.3g s; %.3g W in steps, %.3g W idle; "
                 "throttles at %.1f C to %.0f%% speed until %.1f C; work per step: %s)",
                 d.ambient_c, d.r_c_per_w, d.c_j_per_c, d.r_c_per_w * d.c_j_per_c, d.step_power_w, d.idle_power_w,
                 d.throttle_at_c, d.throttle_speed * 100, d.throttle_release_c,
-                spec_.step_work_s ? (std::to_string(*spec_.step_work_s) + " s").c_str() : "the measured step time");
+                spec_.step_work_s ? work : "the measured step time");
   return buf;
 }
 

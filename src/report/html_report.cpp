@@ -103,10 +103,13 @@ std::string render_report_html(const RunLog& run) {
 
   // Totals.
   int64_t tokens = 0;
-  double active_s = 0, idle_s = 0, extra_s = 0, sim_energy = 0;
+  double active_s = 0, idle_s = 0, extra_s = 0, throttle_s = 0, sim_energy = 0;
   for (const TrainRow& r : tr) tokens += r.tokens, active_s += r.step_s;
   for (const PaceRow& p : run.pace) idle_s += p.idle_s;
-  for (const SimRow& s : run.sim) extra_s += s.extra_s, sim_energy += s.energy_j;
+  // The simulated device lengthens steps two ways: throttling, and (with a fixed work per
+  // step) being slower than this machine. Only the first is the device getting hot.
+  for (const SimRow& s : run.sim)
+    extra_s += s.extra_s, throttle_s += std::min(s.extra_s, s.throttle_loss_s()), sim_energy += s.energy_j;
   const double wall_s = tr.empty() ? 0 : tr.back().t;
   const int64_t total_steps = rec.contains("total_steps") ? rec["total_steps"].get<int64_t>() : (tr.empty() ? 0 : -1);
   const int64_t last_step = tr.empty() ? 0 : tr.back().step;
@@ -159,7 +162,9 @@ std::string render_report_html(const RunLog& run) {
                                                      "sessions is not counted)</span>";
     t.row("Wall time", wall);
     std::string act = esc(format_seconds(active_s)) + " computing steps";
-    if (!run.sim.empty()) act += ", " + esc(format_seconds(extra_s)) + " throttled slowdown (simulated device)";
+    if (!run.sim.empty())
+      act += " (of which " + esc(format_seconds(throttle_s)) + " slowed by the simulated device's throttling, " +
+             esc(format_seconds(extra_s - throttle_s)) + " waiting for the simulated device, slower than this machine)";
     if (!run.pace.empty()) act += ", " + esc(format_seconds(idle_s)) + " pacing idle";
     if (!run.waits.empty()) act += ", " + std::to_string(run.waits.size()) + " background wait(s)";
     t.row("Active time", act);
@@ -210,7 +215,9 @@ std::string render_report_html(const RunLog& run) {
       std::ostringstream c;
       bool first = true;
       for (auto it = rec["config"].begin(); it != rec["config"].end(); ++it) {
-        std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+        std::string v = it->is_string() ? it->get<std::string>()
+                        : it->is_number_float() ? format_number(it->get<double>(), 6)
+                                                : it->dump();
         if (v.empty()) continue;
         if (it.key() == "adapter") v = "(continued from an adapter)";
         c << (first ? "" : " ") << "<code>--" << esc(it.key()) << " " << esc(v) << "</code>";
@@ -274,7 +281,7 @@ std::string render_report_html(const RunLog& run) {
     c.y_label = "°C";
     ChartSeries temp{run.sim.empty() ? "temperature after each step" : "simulated device temperature", kColors[3],
                      SeriesStyle::Line, {}, {}};
-    ChartSeries hot{"throttled steps", kColors[4], SeriesStyle::Points, {}, {}};
+    ChartSeries hot{"throttled steps", kColors[4], SeriesStyle::Points, {}, {}};  // drawn over the line
     if (!run.sim.empty()) {
       for (const SimRow& s : run.sim) {
         temp.x.push_back(s.t), temp.y.push_back(s.temp_c);
@@ -325,8 +332,8 @@ std::string render_report_html(const RunLog& run) {
     for (const PaceRow& r : run.pace) idle.x.push_back(r.t), idle.y.push_back(r.idle_s);
     p.series = {idle};
     if (!run.sim.empty()) {
-      ChartSeries slow{"throttled slowdown of the step", kColors[4], SeriesStyle::Bars, {}, {}};
-      for (const SimRow& s : run.sim) slow.x.push_back(s.t), slow.y.push_back(s.extra_s);
+      ChartSeries slow{"time the step lost to throttling", kColors[4], SeriesStyle::Bars, {}, {}};
+      for (const SimRow& s : run.sim) slow.x.push_back(s.t), slow.y.push_back(s.throttle_loss_s());
       p.series.push_back(slow);
     }
     h << chart_card(render_line_chart(p), run.pace.empty() ? "No pacing in this run (--temp-ceiling or --duty)." : "");
@@ -335,10 +342,13 @@ std::string render_report_html(const RunLog& run) {
   {
     h << "<h2>Step time</h2>\n";
     const double other = std::max(0.0, wall_s - active_s - idle_s);
-    std::vector<BarSegment> wall = {{"computing steps", kColors[0], active_s - extra_s},
-                                    {"throttled slowdown", kColors[4], extra_s},
-                                    {"pacing idle", kColors[1], idle_s},
-                                    {"other (validation, checkpoints, waits)", "#9aa3b2", other}};
+    std::vector<BarSegment> wall = {{"computing steps", kColors[0], active_s - extra_s}};
+    if (!run.sim.empty()) {
+      wall.push_back({"simulated device slower than this machine", kColors[5], extra_s - throttle_s});
+      wall.push_back({"throttling (simulated device)", kColors[4], throttle_s});
+    }
+    wall.push_back({"pacing idle", kColors[1], idle_s});
+    wall.push_back({"other (validation, checkpoints, waits)", "#9aa3b2", other});
     h << chart_card(render_stacked_bar("chart-walltime", "Where the wall time went", wall, "s"));
 
     // The per-step breakdown the trainer logged, averaged over the steps that have it. Two
@@ -388,6 +398,11 @@ std::string render_report_html(const RunLog& run) {
     c.series.push_back(total);
     ci = 0;
     for (const std::string& k : parts) {
+      // The host's parts only: with the engine's (overlapping) view the chart is unreadable,
+      // and the bars above give it.
+      if (k.find("frozen") != std::string::npos || k.find("overlap") != std::string::npos ||
+          k.find("outside") != std::string::npos)
+        continue;
       ChartSeries s{part_label(k), kColors[ci++ % 8], SeriesStyle::Line, {}, {}};
       for (const TrainRow& r : tr) {
         auto it = r.time_parts.find(k);

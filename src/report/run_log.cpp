@@ -173,7 +173,16 @@ RunLog read_run_log(const std::string& dir) {
       r.reason = row.contains("reason") && row["reason"].is_string() ? row["reason"].get<std::string>() : "";
       run.pace.push_back(std::move(r));
     } else if (type == "sim") {
-      run.sim.push_back({step, t, num(row, "temp_c"), num(row, "extra_s"), num(row, "throttled_s"), num(row, "sim_energy_j")});
+      SimRow r;
+      r.step = step;
+      r.t = t;
+      r.temp_c = num(row, "temp_c");
+      r.work_s = num(row, "work_s");
+      r.device_s = num(row, "device_s", r.work_s);
+      r.extra_s = num(row, "extra_s");
+      r.throttled_s = num(row, "throttled_s");
+      r.energy_j = num(row, "sim_energy_j");
+      run.sim.push_back(r);
     } else {
       run.waits.push_back({step, t, row.contains("reason") && row["reason"].is_string() ? row["reason"].get<std::string>() : ""});
     }

@@ -96,14 +96,10 @@ TimeUnit time_unit_for(double max_s) {
 }  // namespace
 
 std::string render_line_chart(const LineChart& c) {
-  const double W = c.width, H = c.height;
-  const double left = 74, right = 18, top = 40, bottom = 48;
-  const double pw = W - left - right, ph = H - top - bottom;
+  const double W = c.width;
+  const double left = 74, right = 18, bottom = 48;
+  const double pw = W - left - right;
   std::ostringstream o;
-  o << "<svg id=\"" << html_escape(c.id) << "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W)
-    << "\" height=\"" << fmt(H) << "\" viewBox=\"0 0 " << fmt(W) << " " << fmt(H) << "\" role=\"img\" aria-label=\""
-    << html_escape(c.title) << "\">\n";
-  o << "<text x=\"" << fmt(left) << "\" y=\"18\" class=\"title\">" << html_escape(c.title) << "</text>\n";
 
   // Data ranges.
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
@@ -123,22 +119,55 @@ std::string render_line_chart(const LineChart& c) {
     y1 = std::max(y1, r.y);
   }
 
-  // Legend, right-aligned on the title line (drawn right to left).
-  {
-    double x = W - right;
-    for (auto it = c.series.rbegin(); it != c.series.rend(); ++it) {
-      const bool empty = std::none_of(it->y.begin(), it->y.end(), [](double v) { return std::isfinite(v); });
-      const std::string label = it->name + (empty ? " (no data)" : "");
-      x -= 7.0 * static_cast<double>(label.size()) + 26;
-      o << "<rect x=\"" << fmt(x) << "\" y=\"10\" width=\"14\" height=\"10\" fill=\"" << html_escape(it->color)
-        << "\"/><text x=\"" << fmt(x + 18) << "\" y=\"19\" class=\"legend\">" << html_escape(label) << "</text>\n";
+  // Legend: on the title line, right-aligned, when it fits beside the title; otherwise in
+  // rows under the title (the plot moves down, the chart grows).
+  struct LegendItem {
+    std::string label, color;
+    bool reference;
+    double width;
+  };
+  std::vector<LegendItem> legend;
+  for (const ReferenceLine& r : c.references)
+    legend.push_back({r.label, r.color, true, 7.0 * static_cast<double>(r.label.size()) + 30});
+  for (const ChartSeries& s : c.series) {
+    const bool empty = std::none_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); });
+    const std::string label = s.name + (empty ? " (no data)" : "");
+    legend.push_back({label, s.color, false, 7.0 * static_cast<double>(label.size()) + 26});
+  }
+  double legend_w = 0;
+  for (const LegendItem& it : legend) legend_w += it.width;
+  const double title_w = 8.0 * static_cast<double>(c.title.size()) + 24;
+  std::vector<std::pair<double, double>> at;  // (x, baseline y) of each item
+  double top = 40;
+  if (legend_w <= W - right - left - title_w) {
+    double x = W - right - legend_w;
+    for (const LegendItem& it : legend) at.push_back({x, 19}), x += it.width;
+  } else {
+    double x = left, y = 40;
+    for (const LegendItem& it : legend) {
+      if (x + it.width > W - right && x > left) x = left, y += 18;
+      at.push_back({x, y});
+      x += it.width;
     }
-    for (auto it = c.references.rbegin(); it != c.references.rend(); ++it) {
-      x -= 7.0 * static_cast<double>(it->label.size()) + 30;
-      o << "<line x1=\"" << fmt(x) << "\" y1=\"15\" x2=\"" << fmt(x + 16) << "\" y2=\"15\" stroke=\""
-        << html_escape(it->color) << "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/><text x=\"" << fmt(x + 20)
-        << "\" y=\"19\" class=\"legend\">" << html_escape(it->label) << "</text>\n";
-    }
+    top = y + 14;
+  }
+  const double H = c.height + (top - 40);
+  const double ph = H - top - bottom;
+  o << "<svg id=\"" << html_escape(c.id) << "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << fmt(W)
+    << "\" height=\"" << fmt(H) << "\" viewBox=\"0 0 " << fmt(W) << " " << fmt(H) << "\" role=\"img\" aria-label=\""
+    << html_escape(c.title) << "\">\n";
+  o << "<text x=\"" << fmt(left) << "\" y=\"18\" class=\"title\">" << html_escape(c.title) << "</text>\n";
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const LegendItem& it = legend[i];
+    const double x = at[i].first, y = at[i].second;
+    if (it.reference)
+      o << "<line x1=\"" << fmt(x) << "\" y1=\"" << fmt(y - 4) << "\" x2=\"" << fmt(x + 16) << "\" y2=\"" << fmt(y - 4)
+        << "\" stroke=\"" << html_escape(it.color) << "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>";
+    else
+      o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y - 9) << "\" width=\"14\" height=\"10\" fill=\""
+        << html_escape(it.color) << "\"/>";
+    o << "<text x=\"" << fmt(x + (it.reference ? 20 : 18)) << "\" y=\"" << fmt(y) << "\" class=\"legend\">"
+      << html_escape(it.label) << "</text>\n";
   }
   o << "<rect x=\"" << fmt(left) << "\" y=\"" << fmt(top) << "\" width=\"" << fmt(pw) << "\" height=\"" << fmt(ph)
     << "\" class=\"plot\"/>\n";
@@ -207,6 +236,9 @@ std::string render_line_chart(const LineChart& c) {
     << html_escape(c.id) << "-clip)\">\n";
   for (const ChartSeries& s : c.series) {
     const size_t n = std::min(s.x.size(), s.y.size());
+    bool any = false;
+    for (size_t i = 0; i < n && !any; ++i) any = std::isfinite(s.x[i]) && std::isfinite(s.y[i]);
+    if (!any) continue;  // listed in the legend as "(no data)"
     if (s.style == SeriesStyle::Bars) {
       // Thin bars; at least one pixel wide, at most a few when points are sparse.
       const double bw = std::clamp(pw / std::max<double>(1.0, static_cast<double>(n)) * 0.6, 1.0, 6.0);
@@ -259,7 +291,11 @@ std::string render_stacked_bar(const std::string& id, const std::string& title, 
   double total = 0;
   for (const BarSegment& s : segments) total += std::max(0.0, s.value);
   const double left = 10, right = 10, bar_y = 32, bar_h = 30;
-  const double rows = static_cast<double>((segments.size() + 2) / 3);
+  // Three legend columns, or two when a label is long.
+  size_t cols = 3;
+  for (const BarSegment& s : segments)
+    if (s.name.size() > 28) cols = 2;
+  const double rows = static_cast<double>((segments.size() + cols - 1) / cols);
   const double H = bar_y + bar_h + 16 + rows * 20 + 6;
   const double pw = width - left - right;
   std::ostringstream o;
@@ -282,11 +318,12 @@ std::string render_stacked_bar(const std::string& id, const std::string& title, 
       << "\"><title>" << html_escape(s.name) << "</title></path>\n";
     x += w;
   }
-  // Legend: three columns of "name: value (share)".
-  const double col_w = pw / 3;
+  // Legend: columns of "name: value (share)".
+  const double col_w = pw / static_cast<double>(cols);
   for (size_t i = 0; i < segments.size(); ++i) {
     const BarSegment& s = segments[i];
-    const double lx = left + static_cast<double>(i % 3) * col_w, ly = bar_y + bar_h + 18 + static_cast<double>(i / 3) * 20;
+    const double lx = left + static_cast<double>(i % cols) * col_w,
+                 ly = bar_y + bar_h + 18 + static_cast<double>(i / cols) * 20;
     const std::string value = unit == "s" ? format_seconds(s.value) : format_number(s.value, 4) + " " + unit;
     const std::string share = format_number(100.0 * std::max(0.0, s.value) / total, 3) + "%";
     o << "<rect x=\"" << fmt(lx) << "\" y=\"" << fmt(ly - 10) << "\" width=\"12\" height=\"12\" fill=\""

@@ -17,6 +17,7 @@
 // except the last line when it does not end with a newline (a job writing it right now, or
 // one killed mid-line): that one is skipped with a warning shown in the report.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -58,9 +59,13 @@ struct SimRow {
   int64_t step = 0;
   double t = 0;
   double temp_c = 0;
-  double extra_s = 0;
+  double work_s = 0;       // the work given to the device
+  double device_s = 0;     // how long the device took for it (longer when throttled)
+  double extra_s = 0;      // wall time the job slept so the step lasted as long as on the device
   double throttled_s = 0;
   double energy_j = 0;
+  // The part of the step's time lost to throttling (device time beyond the work).
+  double throttle_loss_s() const { return std::max(0.0, device_s - work_s); }
 };
 
 struct WaitRow {
