@@ -1,0 +1,207 @@
+// `nightlora nightly` end to end on stories260K and a synthetic LaMP-2 user: it publishes an
+// adapter that is not worse than the current one and keeps the current one otherwise, writes
+// its summary and decision, and a job killed in the middle (itself or its training child)
+// continues when run again and ends in a consistent state.
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "nightlora/eval/lamp2_synth.h"
+#include "nightlora/eval/nightly.h"
+#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/lora.h"
+#include "nightlora/modelio/model.h"
+#include "test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// One synthetic user with a short profile who always uses the same tag (unknown to the base
+// model): a few training steps learn it, so the tests stay fast and their outcome is clear.
+fs::path make_user(const fs::path& dir, uint64_t seed = 3) {
+  nl::Lamp2SynthOptions o;
+  o.users = 1;
+  o.items_per_user = 30;
+  o.questions_per_user = 2;
+  o.seed = seed;
+  o.tags_per_user = 1;
+  o.noise = 0.0;
+  nl::write_lamp2_synthetic(nl::make_lamp2_synthetic(o), dir.string());
+  return dir;
+}
+
+std::string nightly_args(const fs::path& model, const fs::path& data, const fs::path& out, const std::string& extra) {
+  return "nightly --model " + nltest::shq(model.string()) + " --user-data " + nltest::shq(data.string()) +
+         " --out " + nltest::shq(out.string()) + " --holdout 8 --threads 2 --batch 2 --lr 1e-2 " + extra +
+         // Idle priority would starve the training child on a busy test machine.
+         " -- --normal-priority";
+}
+
+json decision(const fs::path& out, const std::string& run) {
+  return json::parse(nltest::read_text(out / "runs" / run / "decision.json"));
+}
+
+std::string current_target(const fs::path& out) {
+  return fs::read_symlink(out / "current").string();
+}
+
+// The decision follows the rule: publish iff not worse (more right, or as many and F1 >=).
+void expect_rule_followed(const json& d) {
+  const int64_t c = d["candidate"]["correct"], u = d["current"]["correct"];
+  const double fc = d["candidate"]["macro_f1"], fu = d["current"]["macro_f1"];
+  const bool not_worse = c > u || (c == u && fc >= fu);
+  EXPECT_EQ(d["outcome"], not_worse ? "published" : "kept-current") << d.dump();
+}
+
+TEST(Nightly, PublishesALearnedAdapterThenKeepsItAgainstAnUntrainedOne) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir tmp;
+  const fs::path data = make_user(tmp / "user");
+  const fs::path out = tmp / "job";
+  // Night 1: a real training run against the base model.
+  nltest::CmdResult r1 = nltest::run_cli(nightly_args(model, data, out, "--iters 20"));
+  ASSERT_EQ(r1.rc, 0) << r1.out << r1.err;
+  const json d1 = decision(out, "0001");
+  expect_rule_followed(d1);
+  ASSERT_EQ(d1["outcome"], "published") << d1.dump();
+  // The user's tags are learnable and unknown to the base model: training must help.
+  EXPECT_GT(d1["candidate"]["correct"].get<int>(), d1["current"]["correct"].get<int>()) << d1.dump();
+  EXPECT_EQ(current_target(out), "adapters/0001");
+  EXPECT_TRUE(fs::exists(out / "adapters/0001/adapter_model.safetensors"));
+  EXPECT_TRUE(fs::exists(out / "adapters/0001/adapter.gguf"));
+  const std::string summary = nltest::read_text(out / "runs/0001/summary.md");
+  EXPECT_NE(summary.find("Decision: published"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("Training report"), std::string::npos) << summary;
+
+  // Night 2: a budget too small for even one step leaves an untrained candidate (the base
+  // model's behaviour), which must not replace the learned adapter.
+  nltest::CmdResult r2 = nltest::run_cli(nightly_args(model, data, out, "--iters 20 --budget-sec 0.000001"));
+  ASSERT_EQ(r2.rc, 0) << r2.out << r2.err;
+  const json d2 = decision(out, "0002");
+  expect_rule_followed(d2);
+  EXPECT_EQ(d2["outcome"], "kept-current") << d2.dump();
+  EXPECT_TRUE(d2["budget_exhausted"].get<bool>());
+  EXPECT_EQ(d2["current"]["correct"], d1["candidate"]["correct"]);  // the same adapter on the same items
+  EXPECT_EQ(current_target(out), "adapters/0001");
+  EXPECT_FALSE(fs::exists(out / "adapters/0002"));
+  EXPECT_NE(nltest::read_text(out / "runs/0002/summary.md").find("Decision: kept"), std::string::npos);
+}
+
+TEST(Nightly, ReplacesAWorseCurrentAdapter) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model_path);
+  nltest::TempDir tmp;
+  const fs::path data = make_user(tmp / "user", 5);
+  const fs::path out = tmp / "job";
+  // A deliberately bad adapter as the current one: large random B scrambles the model.
+  auto model = nl::Model::load(model_path.string());
+  nl::LoraConfig lc;
+  lc.rank = 4;
+  nl::LoraAdapter bad = nl::LoraAdapter::init(model->config, lc);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (auto& p : bad.pairs)
+    for (auto& v : p.B) v = nd(rng);
+  nl::save_adapter_peft(bad, *model, (out / "adapters/bad").string());
+  nl::nightly_point_current(out.string(), (out / "adapters/bad").string());
+  ASSERT_EQ(nl::nightly_current_adapter(out.string()), (out / "adapters/bad").string());
+
+  nltest::CmdResult r = nltest::run_cli(nightly_args(model_path, data, out, "--iters 20 --no-report"));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const json d = decision(out, "0001");
+  expect_rule_followed(d);
+  EXPECT_EQ(d["outcome"], "published") << d.dump();
+  EXPECT_LT(d["current"]["correct"].get<int>(), d["candidate"]["correct"].get<int>()) << d.dump();
+  EXPECT_EQ(d["current_before"], (out / "adapters/bad").string());
+  EXPECT_EQ(current_target(out), "adapters/0001");
+  EXPECT_TRUE(fs::exists(out / "adapters/bad/adapter_model.safetensors"));  // never deleted
+}
+
+// Waits (up to a minute) until the run's training has written a checkpoint.
+bool wait_for_checkpoint(const fs::path& out) {
+  for (int i = 0; i < 600; ++i) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(out / "runs/0001/train/checkpoints", ec))
+      if (e.path().extension() == ".nlck") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+TEST(Nightly, KilledJobOrChildContinuesToTheSameAdapter) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir tmp;
+  const fs::path data = make_user(tmp / "user", 7);
+  const std::string train = "--iters 24 --save-every 2 --no-report";
+  // Reference: the same job never interrupted.
+  nltest::CmdResult ref = nltest::run_cli(nightly_args(model, data, tmp / "ref", train));
+  ASSERT_EQ(ref.rc, 0) << ref.out << ref.err;
+
+  for (const std::string victim : {"job", "child"}) {
+    SCOPED_TRACE(victim);
+    const fs::path out = tmp / victim;
+    const std::string cmd = nltest::shq(NL_CLI_PATH) + " " + nightly_args(model, data, out, train);
+    nltest::CmdResult bg = nltest::run_cmd(cmd + " > " + nltest::shq((tmp / (victim + ".log")).string()) +
+                                           " 2>&1 & echo $!");
+    const pid_t job = static_cast<pid_t>(std::stol(bg.out));
+    ASSERT_TRUE(wait_for_checkpoint(out)) << nltest::read_text(tmp / (victim + ".log"));
+    if (victim == "job") {
+      // SIGKILL of the job: its training child gets SIGTERM (parent-death signal) and stops
+      // with a checkpoint; the next job waits for it through the lock.
+      ::kill(job, SIGKILL);
+    } else {
+      nltest::CmdResult child = nltest::run_cmd("pgrep -P " + std::to_string(job));
+      ASSERT_FALSE(child.out.empty()) << "no training child of " << job;
+      ::kill(static_cast<pid_t>(std::stol(child.out)), SIGKILL);
+    }
+    nltest::run_cmd("while kill -0 " + std::to_string(job) + " 2>/dev/null; do sleep 0.1; done");
+    EXPECT_FALSE(fs::exists(out / "runs/0001/decision.json"));
+    EXPECT_FALSE(fs::exists(out / "current"));
+    if (victim == "child") {  // the job noticed and said how to continue
+      EXPECT_NE(nltest::read_text(tmp / "child.log").find("run the same command again"), std::string::npos)
+          << nltest::read_text(tmp / "child.log");
+    }
+
+    nltest::CmdResult again = nltest::run_cli(nightly_args(model, data, out, train));
+    ASSERT_EQ(again.rc, 0) << again.out << again.err;
+    EXPECT_NE(again.out.find("continuing run"), std::string::npos) << again.out;
+    EXPECT_TRUE(fs::exists(out / "runs/0001/decision.json"));
+    EXPECT_FALSE(fs::exists(out / "runs/0002"));
+    // Resume is exact: the same adapter as the uninterrupted job, and the same decision.
+    EXPECT_EQ(nltest::read_text(out / "runs/0001/candidate/adapter_model.safetensors"),
+              nltest::read_text(tmp / "ref/runs/0001/candidate/adapter_model.safetensors"));
+    EXPECT_EQ(decision(out, "0001")["outcome"], decision(tmp / "ref", "0001")["outcome"]);
+    EXPECT_EQ(nl::nightly_current_adapter(out.string()).empty(), nl::nightly_current_adapter((tmp / "ref").string()).empty());
+  }
+}
+
+TEST(Nightly, BadInputFailsClearlyBeforeWriting) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir tmp;
+  nl::Lamp2SynthOptions o;
+  o.users = 2;
+  o.items_per_user = 8;  // as many as --holdout 8 holds out: nothing left to train on
+  nl::write_lamp2_synthetic(nl::make_lamp2_synthetic(o), (tmp / "two").string());
+  nltest::CmdResult r = nltest::run_cli(nightly_args(model, tmp / "two", tmp / "out", ""));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--user"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "out"));
+  r = nltest::run_cli(nightly_args(model, tmp / "two", tmp / "out", "--user nobody"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("nobody"), std::string::npos) << r.err;
+  r = nltest::run_cli(nightly_args(model, tmp / "two", tmp / "out", "--user u0"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("too few"), std::string::npos) << r.err;
+  r = nltest::run_cli(nightly_args(model, tmp / "two", tmp / "out", "--user u0 --method sgd"));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("first-order"), std::string::npos) << r.err;
+}
+
+}  // namespace
