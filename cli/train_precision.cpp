@@ -73,7 +73,7 @@ nl::PrecisionPlan setup_precision(nl::Trainer& trainer, const PrecisionArgs& a, 
   } else if (a.mode == "auto") {
     std::printf("precision: calibrating on %lld tokens, tolerance %g (at most %lld forward+backward passes)\n",
                 static_cast<long long>(a.calib_tokens), a.tol,
-                static_cast<long long>(1 + (n_layer * nl::kNumProj * nl::kNumFrozenProducts + 2) * 2));
+                static_cast<long long>(2 + (n_layer * nl::kNumProj * nl::kNumFrozenProducts + 2) * 2));
     std::fflush(stdout);
     nl::CalibrationOptions co;
     co.tol = a.tol;

@@ -121,7 +121,7 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   CalibrationResult res;
   res.tokens = batch.n_tokens();
   const std::vector<Slot> slots = all_slots(n_layer);
-  const int64_t max_passes = 1 + static_cast<int64_t>(slots.size() * std::size(kCheaperModes));
+  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * std::size(kCheaperModes));
   auto pass = [&] {
     for (LoraPair& p : grads.pairs) {
       std::fill(p.A.begin(), p.A.end(), 0.0f);
@@ -133,8 +133,25 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
     return flatten(grads);
   };
 
+  // The reference, computed twice: every measurement below compares a pass with it, so the
+  // step must be deterministic; two identical passes that differ would make every product
+  // look sensitive (and the replay unsound), so that is an error, not a plan.
+  replay.start_recording();
+  const std::vector<float> first = pass();
   replay.start_recording();
   const std::vector<float> ref = pass();
+  if (first != ref) {
+    double d_sq = 0, r_sq = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      d_sq += (static_cast<double>(first[i]) - ref[i]) * (static_cast<double>(first[i]) - ref[i]);
+      r_sq += static_cast<double>(ref[i]) * ref[i];
+    }
+    fail("precision calibration",
+         "two identical all-f32 training passes gave different adapter gradients (relative difference " +
+             std::to_string(r_sq > 0 ? std::sqrt(d_sq / r_sq) : 0.0) +
+             "), so sensitivities cannot be measured: the step or the engine is not deterministic here",
+         "this is a bug to report (with the model and --threads); meanwhile use --precision f32|f16|int8");
+  }
   double ref_sq = 0;
   for (float v : ref) ref_sq += static_cast<double>(v) * v;
   if (!std::isfinite(ref_sq))

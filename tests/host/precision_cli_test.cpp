@@ -71,7 +71,7 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
   const nl::PrecisionPlan plan = read_plan(td / "auto", 5);
   EXPECT_EQ(plan.origin, "auto");
   ASSERT_TRUE(plan.calibration.is_object());
-  EXPECT_EQ(plan.calibration["measured"].size() + 1, plan.calibration["passes"].get<size_t>());
+  EXPECT_EQ(plan.calibration["measured"].size() + 2, plan.calibration["passes"].get<size_t>());
   EXPECT_EQ(plan.calibration["tol"], 0.02);
   auto stored = checkpoint_plan(td / "auto");
   ASSERT_TRUE(stored.has_value());
@@ -85,7 +85,9 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
 }
 
 TEST(PrecisionCli, AutoOnASyntheticQ4_0Qwen05bPrintsAPlan) {
-  // Few calibration tokens: the output head of a 151936-token vocabulary dominates each pass
+  // --threads 1: on 2026-11-29 the working tree's step was not deterministic with 2 threads on
+  // this model (two identical f32 passes differed; calibration now refuses that, see
+  // calibrate_precision). Few calibration tokens: the output head of a 151936-token vocabulary dominates each pass
   // that has to recompute it (those trying a cheaper mode for a forward product).
   nltest::TempDir td;
   const fs::path model = td / "qwen05b-2l.gguf";
@@ -95,7 +97,7 @@ TEST(PrecisionCli, AutoOnASyntheticQ4_0Qwen05bPrintsAPlan) {
   const fs::path data = nltest::source_dir() / "data/stories/train.jsonl";
   auto r = run_cli("train --model " + shq(model.string()) + " --data " + shq(data.string()) + " --out " +
                    shq((td / "run").string()) +
-                   " --iters 1 --batch 1 --seq-len 8 --rank 4 --threads 2 --precision auto --precision-calib-tokens 8");
+                   " --iters 1 --batch 1 --seq-len 8 --rank 4 --threads 1 --precision auto --precision-calib-tokens 8");
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   std::printf("%s", r.out.c_str());
   EXPECT_NE(r.out.find("precision plan (auto)"), std::string::npos) << r.out;

@@ -115,9 +115,10 @@ struct CalibrationResult {
 };
 
 // Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
-// 1 + at most (n_layer * 21 + 2) * 2 forward+backward passes: a product stops at the first
-// (cheapest) mode that is within tolerance. Throws nl::Error when the batch has no supervised
-// token, the reference gradients are all zero or not finite, or tol is negative.
+// 2 + at most (n_layer * 21 + 2) * 2 forward+backward passes (the f32 reference twice, to check
+// the step is deterministic; then a product stops at the first (cheapest) mode within
+// tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
+// are all zero, not finite or not reproducible, or tol is negative.
 CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, const Batch& batch,
                                       const LoraAdapter& adapter, const CalibrationOptions& opt);
 
