@@ -74,7 +74,9 @@ TEST(TrainThermalSim, WithoutPacingTheDeviceThrottlesAndTheStepsSlowDown) {
   std::printf("unpaced: %d of 30 steps throttled, max %.2f C\n", throttled, max_temp);
   EXPECT_GE(throttled, 3);
   EXPECT_GE(slept, 1) << "no throttled step was slowed down";
-  EXPECT_GE(max_temp, 59.9);
+  // End-of-step temperatures: the device throttles at 60 °C mid-step and cools on reduced
+  // power, so steps end a little below it; well above the paced run's ceiling (56 °C).
+  EXPECT_GT(max_temp, 57.0);
   EXPECT_TRUE(log_rows(out, "pace").empty());  // nothing paced
 }
 
@@ -91,19 +93,19 @@ TEST(TrainThermalSim, WithACeilingTheTemperatureStaysUnderItAndTheRunCompletes) 
   auto sim = log_rows(out, "sim");
   ASSERT_EQ(sim.size(), 30u);
   int first_over = -1, over_after = 0, throttled = 0;
-  double max_after = 0;
+  double max_temp = 0;
   for (size_t i = 0; i < sim.size(); ++i) {
     const double t = sim[i]["temp_c"].get<double>();
+    max_temp = std::max(max_temp, t);
     if (sim[i]["throttled_s"].get<double>() > 0) ++throttled;
     if (first_over < 0) {
       if (t > ceiling) first_over = static_cast<int>(i);
       continue;
     }
-    max_after = std::max(max_after, t);
     if (t > ceiling) ++over_after;
   }
-  std::printf("paced: first above the ceiling at step %d (-1: never), %d steps above it after that (max %.2f C)\n",
-              first_over + 1 > 0 ? first_over + 1 : -1, over_after, max_after);
+  std::printf("paced: max %.2f C; first above the ceiling at step %d (-1: never), %d steps above it after that\n",
+              max_temp, first_over >= 0 ? first_over + 1 : -1, over_after);
   EXPECT_EQ(over_after, 0) << "above the ceiling after the first overshoot";
   EXPECT_EQ(throttled, 0) << "the device throttled although it was held under its throttling point";
   // Pacing inserted idle time, and said why.

@@ -64,8 +64,8 @@ TEST(SvgChart, LineChartHasAxesSeriesLegendAndReference) {
   const std::string line = m[1].str();
   EXPECT_EQ(std::count(line.begin(), line.end(), 'L'), 3);
   ASSERT_TRUE(std::regex_search(svg, m, std::regex("data-series=\"idle\" d=\"([^\"]*)\"")));
-  const std::string bars = m[1].str();
-  EXPECT_EQ(std::count(bars.begin(), bars.end(), 'Z'), 2);
+  const std::string bar_path = m[1].str();
+  EXPECT_EQ(std::count(bar_path.begin(), bar_path.end(), 'Z'), 2);
   EXPECT_EQ(svg.find("data-series=\"empty\""), std::string::npos);
   // Tick labels: bars put 0 on the y axis, which then runs to 60 (the ceiling at 56 included).
   EXPECT_NE(svg.find(">40<"), std::string::npos);
