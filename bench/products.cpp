@@ -1,11 +1,12 @@
 // nl_bench_products: times the frozen engine's two products,
 //   forward         Y  = X · Wᵀ   (T x in  -> T x out)
 //   input gradient  dX = dY · W   (T x out -> T x in)
-// per weight type, on the distinct projection shapes of real models (from the synth
-// presets), at several token counts. Weights are random and quantized in memory into a
+// per weight type and precision mode (f32, f16, int8: --precision), on the distinct
+// projection shapes of real models (from the synth presets), at several token counts. Weights are random and quantized in memory into a
 // one-layer Model, so no model file is needed. For each case it prints the time, the
-// effective GFLOP/s (2·T·in·out / time), the share of this machine's measured f32 FMA peak,
-// and the input-gradient/forward time ratio next to its target (≤ 1.15).
+// effective GFLOP/s (2·T·in·out / time), the share of this machine's measured peak (the f32
+// FMA peak for f32 and f16 modes, the int8 dot peak for int8 mode), and the
+// input-gradient/forward time ratio next to its target (≤ 1.15).
 // Timings are the best of several repetitions (the minimum is the least disturbed by other
 // load on the machine).
 #include <algorithm>
@@ -170,6 +171,8 @@ int main(int argc, char** argv) {
   int reps = 3;
   double budget = 1.0;
   double peak_gflops = 0;
+  double int8_peak_gops = 0;
+  std::string precisions = "f32";
   app.add_option("--models", models, "synth presets whose projection shapes are timed (comma-separated)");
   app.add_option("--types", types, "weight types (comma-separated; any type the engine supports)");
   app.add_option("--tokens", tokens, "token counts T (comma-separated)");
@@ -178,6 +181,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed repetitions per product (best is kept)")->check(CLI::PositiveNumber);
   app.add_option("--budget", budget, "stop repeating a product after this many seconds")->check(CLI::PositiveNumber);
   app.add_option("--peak-gflops", peak_gflops, "f32 peak to compare with (default: measured now, 1 s)");
+  app.add_option("--int8-peak-gops", int8_peak_gops, "int8 peak to compare with (default: measured now, 1 s)");
+  app.add_option("--precision", precisions, "precision modes: f32, f16, int8 (comma-separated) or all");
   app.add_option("--jsonl", jsonl, "also write one JSON record per case to this file");
   CLI11_PARSE(app, argc, argv);
 
@@ -189,6 +194,19 @@ int main(int argc, char** argv) {
       const nlbench::PeakFigure f = nlbench::measure_f32_fma_peak(n_threads, 1.0);
       peak_gflops = f.per_second() / 1e9;
       peak_note = "measured now: " + f.isa;
+    }
+    std::vector<nl::Precision> modes;
+    for (const auto& p : split_list(precisions == "all" ? std::string("f32,f16,int8") : precisions))
+      modes.push_back(nl::parse_precision(p));
+    const bool any_int8 = std::find(modes.begin(), modes.end(), nl::Precision::Int8) != modes.end();
+    std::string int8_note = "given with --int8-peak-gops";
+    if (any_int8 && int8_peak_gops <= 0) {
+      // The better of the two int8 sequences (the Q4_0 kernel sums in int16, see peak_kernels.h).
+      const nlbench::PeakFigure a = nlbench::measure_int8_dot_peak(n_threads, 1.0);
+      const nlbench::PeakFigure b = nlbench::measure_int8_dot_i16acc_peak(n_threads, 1.0);
+      const nlbench::PeakFigure& best = a.per_second() >= b.per_second() ? a : b;
+      int8_peak_gops = best.per_second() / 1e9;
+      int8_note = "measured now: " + best.isa;
     }
     std::vector<int64_t> token_counts;
     for (const auto& t : split_list(tokens)) {
@@ -211,13 +229,15 @@ int main(int argc, char** argv) {
     }
 
     std::printf("threads: %d; f32 FMA peak: %.1f GFLOP/s (%s)\n", n_threads, peak_gflops, peak_note.c_str());
+    if (any_int8) std::printf("int8 dot peak: %.1f GOP/s (%s)\n", int8_peak_gops, int8_note.c_str());
+    std::printf("%% peak: of the f32 peak for f32 and f16 modes, of the int8 peak for int8 mode\n");
     std::printf("targets: dX/fwd time ratio <= %.2f for every shape and type; f32 mode >= 60%% of peak on large "
                 "projections; int8-mode Q4_0 >= 1.5x PyTorch f32 (see run_products.sh)\n\n",
                 kInputGradTargetRatio);
-    std::printf("| model | proj | out x in | type | T | fwd ms | fwd GFLOP/s | fwd %% peak | dX ms | dX GFLOP/s | "
-                "dX %% peak | dX/fwd (target <= %.2f) |\n",
+    std::printf("| model | proj | out x in | type | precision | T | fwd ms | fwd GFLOP/s | fwd %% peak | dX ms | "
+                "dX GFLOP/s | dX %% peak | dX/fwd (target <= %.2f) |\n",
                 kInputGradTargetRatio);
-    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
 
     for (const auto& preset : split_list(models)) {
@@ -230,7 +250,8 @@ int main(int argc, char** argv) {
         try {
           model = random_one_layer_model(preset, type, pool);
         } catch (const nl::Error& e) {
-          std::printf("| %s | all | - | %s | - | skipped: %s |||||||\n", preset.c_str(), nl::qtype_name(type), e.what());
+          std::printf("| %s | all | - | %s | - | - | skipped: %s |||||||\n", preset.c_str(), nl::qtype_name(type),
+                      e.what());
           continue;
         }
         nl::EngineOptions eo;
@@ -245,23 +266,29 @@ int main(int argc, char** argv) {
             for (float& v : X) v = normal(rng);
             for (float& v : Y) v = normal(rng);
             std::vector<float> out_f(Y.size()), out_g(X.size());
-            const Timing f = best_of([&] { engine->forward(h, X.data(), T, out_f.data()); }, reps, budget);
-            const Timing g = best_of([&] { engine->input_grad(h, Y.data(), T, out_g.data()); }, reps, budget);
-            const double flop = 2.0 * static_cast<double>(T) * static_cast<double>(s.in) * static_cast<double>(s.out);
-            const double gf = flop / f.best_s / 1e9, gg = flop / g.best_s / 1e9, ratio = g.best_s / f.best_s;
-            std::printf("| %s | %s | %lld x %lld | %s | %lld | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f%% | %.2f %s |\n",
-                        preset.c_str(), s.projs.c_str(), static_cast<long long>(s.out), static_cast<long long>(s.in),
-                        nl::qtype_name(type), static_cast<long long>(T), f.best_s * 1e3, gf, 100 * gf / peak_gflops,
-                        g.best_s * 1e3, gg, 100 * gg / peak_gflops, ratio,
-                        ratio <= kInputGradTargetRatio ? "ok" : "MISSED");
-            std::fflush(stdout);
-            if (json_out) {
-              json_out << "{\"model\":\"" << json_escape(preset) << "\",\"projs\":\"" << s.projs << "\",\"out\":" << s.out
-                       << ",\"in\":" << s.in << ",\"type\":\"" << nl::qtype_name(type) << "\",\"T\":" << T
-                       << ",\"threads\":" << n_threads << ",\"fwd_s\":" << f.best_s << ",\"dx_s\":" << g.best_s
-                       << ",\"fwd_gflops\":" << gf << ",\"dx_gflops\":" << gg << ",\"peak_gflops\":" << peak_gflops
-                       << "}\n";
-              json_out.flush();
+            for (nl::Precision mode : modes) {
+              const Timing f = best_of([&] { engine->forward(h, X.data(), T, out_f.data(), mode); }, reps, budget);
+              const Timing g = best_of([&] { engine->input_grad(h, Y.data(), T, out_g.data(), mode); }, reps, budget);
+              const double flop =
+                  2.0 * static_cast<double>(T) * static_cast<double>(s.in) * static_cast<double>(s.out);
+              const double gf = flop / f.best_s / 1e9, gg = flop / g.best_s / 1e9, ratio = g.best_s / f.best_s;
+              const double peak = mode == nl::Precision::Int8 ? int8_peak_gops : peak_gflops;
+              std::printf(
+                  "| %s | %s | %lld x %lld | %s | %s | %lld | %.2f | %.1f | %.0f%% | %.2f | %.1f | %.0f%% | %.2f %s |\n",
+                  preset.c_str(), s.projs.c_str(), static_cast<long long>(s.out), static_cast<long long>(s.in),
+                  nl::qtype_name(type), nl::precision_name(mode), static_cast<long long>(T), f.best_s * 1e3, gf,
+                  100 * gf / peak, g.best_s * 1e3, gg, 100 * gg / peak, ratio,
+                  ratio <= kInputGradTargetRatio ? "ok" : "MISSED");
+              std::fflush(stdout);
+              if (json_out) {
+                json_out << "{\"model\":\"" << json_escape(preset) << "\",\"projs\":\"" << s.projs
+                         << "\",\"out\":" << s.out << ",\"in\":" << s.in << ",\"type\":\"" << nl::qtype_name(type)
+                         << "\",\"precision\":\"" << nl::precision_name(mode) << "\",\"T\":" << T
+                         << ",\"threads\":" << n_threads << ",\"fwd_s\":" << f.best_s << ",\"dx_s\":" << g.best_s
+                         << ",\"fwd_gflops\":" << gf << ",\"dx_gflops\":" << gg << ",\"peak_gflops\":" << peak
+                         << "}\n";
+                json_out.flush();
+              }
             }
           }
         }

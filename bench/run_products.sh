@@ -4,6 +4,7 @@
 # in one invocation; then one table with both and the targets of issue 4.
 #   bench/run_products.sh [--models a,b] [--types q4_0,...] [--tokens 128,256,512]
 #                         [--projs q,down] [--threads N] [--reps 3] [--budget 1.0]
+#                         [--precision f32|f16|int8|all (or a comma-separated list)]
 # Environment: NL_BUILD_DIR (default build-bench), NL_JOBS (build parallelism, default 2).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -15,8 +16,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
     --models|--tokens|--projs|--reps|--budget) common+=("$1" "$2"); shift 2 ;;
-    --types|--peak-gflops) ours+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n 2,7p "$0"; exit 0 ;;
+    --types|--peak-gflops|--int8-peak-gops|--precision) ours+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n 2,8p "$0"; exit 0 ;;
     *) echo "run_products.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,9 +36,9 @@ echo; echo "## Side by side (GFLOP/s; ratio = nightlora / PyTorch)"
 import json, sys
 ours = [json.loads(l) for l in open(sys.argv[1])]
 torch = {(r["model"], r["out"], r["in"], r["T"]): r for r in map(json.loads, open(sys.argv[2]))}
-print("targets: dX/fwd <= 1.15 (ours); Q4_0 in int8 mode >= 1.5x PyTorch; f32 mode >= 60% of peak on large projections\n")
-print("| model | proj | out x in | T | type | ours fwd | torch fwd | fwd ratio | ours dX | torch dX | dX ratio | ours dX/fwd (<= 1.15) | Q4_0 >= 1.5x torch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("targets: dX/fwd <= 1.15 (ours); Q4_0 in int8 mode >= 1.5x PyTorch (both products); f32 mode >= 60% of peak on large projections\n")
+print("| model | proj | out x in | T | type | precision | ours fwd | torch fwd | fwd ratio | ours dX | torch dX | dX ratio | ours dX/fwd (<= 1.15) | int8 Q4_0 >= 1.5x torch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in ours:
     t = torch.get((r["model"], r["out"], r["in"], r["T"]))
     if t is None:
@@ -45,9 +46,10 @@ for r in ours:
     fr, gr = r["fwd_gflops"] / t["fwd_gflops"], r["dx_gflops"] / t["dx_gflops"]
     ratio = r["dx_s"] / r["fwd_s"]
     q4 = ""
-    if r["type"] == "q4_0":
+    precision = r.get("precision", "f32")
+    if r["type"] == "q4_0" and precision == "int8":
         q4 = "ok" if min(fr, gr) >= 1.5 else "MISSED"
-    print(f"| {r['model']} | {r['projs']} | {r['out']} x {r['in']} | {r['T']} | {r['type']} | {r['fwd_gflops']:.1f} | "
+    print(f"| {r['model']} | {r['projs']} | {r['out']} x {r['in']} | {r['T']} | {r['type']} | {precision} | {r['fwd_gflops']:.1f} | "
           f"{t['fwd_gflops']:.1f} | {fr:.2f}x | {r['dx_gflops']:.1f} | {t['dx_gflops']:.1f} | {gr:.2f}x | "
           f"{ratio:.2f} {'ok' if ratio <= 1.15 else 'MISSED'} | {q4} |")
 PY
