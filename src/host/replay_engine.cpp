@@ -28,7 +28,8 @@ uint64_t hash_floats(const float* p, int64_t n) {
 }  // namespace
 
 void ReplayEngine::start_recording() {
-  wait(ticket_base_ + tickets_.size());
+  wait(all_submitted());
+  std::lock_guard<std::mutex> lk(mu_);
   calls_.clear();
   stored_bytes_ = 0;
   recording_ = true;
@@ -40,7 +41,8 @@ void ReplayEngine::start_recording() {
 }
 
 void ReplayEngine::start_replay() {
-  wait(ticket_base_ + tickets_.size());
+  wait(all_submitted());
+  std::lock_guard<std::mutex> lk(mu_);
   recording_ = false;
   diverged_ = false;
   next_call_ = 0;
@@ -51,6 +53,7 @@ void ReplayEngine::start_replay() {
 
 EngineTicket ReplayEngine::submit(WeightHandle h, bool input_grad, const float* in, int64_t n_in, int64_t T,
                                   float* out, int64_t n_out, Precision p) {
+  std::lock_guard<std::mutex> lk(mu_);
   const size_t idx = next_call_++;
   const uint64_t hin = hash_floats(in, n_in);
   Pending pend;
@@ -96,16 +99,29 @@ EngineTicket ReplayEngine::submit_input_grad(WeightHandle h, const float* dY, in
   return submit(h, true, dY, T * rows(h), T, dX, T * cols(h), p);
 }
 
+EngineTicket ReplayEngine::all_submitted() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return ticket_base_ + tickets_.size();
+}
+
 void ReplayEngine::wait(EngineTicket t) {
+  std::unique_lock<std::mutex> lk(mu_);
   if (t <= ticket_base_) return;  // a ticket of an earlier pass: all done
-  const size_t upto = std::min(static_cast<size_t>(t - ticket_base_), tickets_.size());
+  size_t upto = std::min(static_cast<size_t>(t - ticket_base_), tickets_.size());
   // Tickets are in submission order and the inner engine's wait covers every earlier ticket,
-  // so waiting for the last inner ticket up to `upto` finishes them all.
+  // so waiting for the last inner ticket up to `upto` finishes them all. The lock is not held
+  // while the inner engine works, so the other thread can submit or wait meanwhile.
   for (size_t i = upto; i-- > flushed_;)
     if (tickets_[i].on_inner) {
-      inner_.wait(tickets_[i].inner);
+      const EngineTicket inner = tickets_[i].inner;
+      lk.unlock();
+      inner_.wait(inner);
+      lk.lock();
       break;
     }
+  if (t <= ticket_base_) return;  // a new pass began meanwhile: this one is all done
+  upto = std::min(static_cast<size_t>(t - ticket_base_), tickets_.size());
+  // Record outputs before any waiter returns (the host may change an output buffer after).
   for (; flushed_ < upto; ++flushed_) {
     const Pending& pd = tickets_[flushed_];
     if (pd.record < 0) continue;

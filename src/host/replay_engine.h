@@ -12,6 +12,7 @@
 // as a guard: determinism makes them equal, and a difference only means computing.
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "nightlora/engine/frozen_engine.h"
@@ -65,11 +66,15 @@ class ReplayEngine final : public FrozenEngine {
     size_t n = 0;
   };
 
+  EngineTicket all_submitted();  // the last ticket handed out
   EngineTicket submit(WeightHandle h, bool input_grad, const float* in, int64_t n_in, int64_t T, float* out,
                       int64_t n_out, Precision p);
 
   FrozenEngine& inner_;
   size_t cap_bytes_;
+  // The step's timing wrapper (timed_engine.h) waits for every product from its own monitor
+  // thread while the host thread submits and waits too: all bookkeeping below is guarded.
+  std::mutex mu_;
   size_t stored_bytes_ = 0;
   bool recording_ = false;
   bool diverged_ = false;
