@@ -62,9 +62,16 @@ TEST(CheckpointWriteKill, KilledMidWriteKeepsThePreviousCheckpointAndResumeIsExa
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
   const int iters = 12;
-  // Rank 32: checkpoints big enough that writing and fsyncing one takes a while.
-  const std::string opts = "--save-every 1 --save-every-sec 0 --keep 2 --rank 32";
-  auto ref = nltest::run_cli(train_args(model, td / "ref", iters, opts));
+  const std::string opts = "--save-every 1 --save-every-sec 0 --keep 2";
+  // Rank 32 instead of the shared arguments' 4: checkpoints big enough that writing and
+  // fsyncing one takes a while.
+  auto args = [&](const fs::path& o) {
+    std::string s = train_args(model, o, iters, opts);
+    const size_t at = s.find(" --rank 4 ");
+    if (at != std::string::npos) s.replace(at, 10, " --rank 32 ");
+    return s;
+  };
+  auto ref = nltest::run_cli(args(td / "ref"));
   ASSERT_EQ(ref.rc, 0) << ref.out << ref.err;
 
   const fs::path out = td / "killed", ckdir = out / "checkpoints";
@@ -77,7 +84,7 @@ TEST(CheckpointWriteKill, KilledMidWriteKeepsThePreviousCheckpointAndResumeIsExa
     ASSERT_GE(fd, 0);
     ASSERT_GE(inotify_add_watch(fd, ckdir.c_str(), IN_CREATE), 0);
     const fs::path log = td / ("session" + std::to_string(sessions) + ".txt");
-    pid_t pid = spawn_cli(train_args(model, out, iters, opts), log);
+    pid_t pid = spawn_cli(args(out), log);
     ASSERT_GT(pid, 0);
     const bool writing = wait_for_temp_file(fd, 60000);
     kill(pid, SIGKILL);
@@ -107,7 +114,7 @@ TEST(CheckpointWriteKill, KilledMidWriteKeepsThePreviousCheckpointAndResumeIsExa
   std::printf("%d sessions, %d killed in the middle of a checkpoint write\n", sessions, mid_write);
   EXPECT_GE(mid_write, 1) << "no kill landed inside a checkpoint write: the test did not exercise it";
 
-  auto fin = nltest::run_cli(train_args(model, out, iters, opts));
+  auto fin = nltest::run_cli(args(out));
   ASSERT_EQ(fin.rc, 0) << fin.out << fin.err;
   EXPECT_EQ(fin.err.find("damaged"), std::string::npos) << fin.err;
   EXPECT_TRUE(list(ckdir).tmp.empty()) << "leftover temporaries were not cleaned up";
