@@ -275,19 +275,6 @@ class VulkanEngine final : public FrozenEngine {
     }
   }
 
-  // Hands the file pages of a matrix back to the kernel once its bytes live on the device
-  // (see the cpu backend): a later read (the tied embedding) faults them in again.
-  static void release_file_pages(const TensorView& v) {
-#ifdef MADV_PAGEOUT
-    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = (reinterpret_cast<uintptr_t>(v.data) + page - 1) / page * page;
-    const uintptr_t end = (reinterpret_cast<uintptr_t>(v.data) + v.nbytes) / page * page;
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
-#else
-    (void)v;
-#endif
-  }
-
   void add(const TensorView& v) {
     if (!v.present()) fail(v.name.empty() ? "engine" : v.name, "weight tensor missing", "the model file is incomplete");
     vk::DeviceMatrix dm = vk::make_device_matrix(v);
