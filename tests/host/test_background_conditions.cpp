@@ -169,14 +169,14 @@ TEST(BackgroundBudgets, WallStepAndEnergyBudgetsStopWithACheckpointAndTheRunCont
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  // At 50 W and >= 0.1 s per step, 12 J last a few steps at most (how many depends on how
+  // At 50 W and >= 0.1 s per step (5 J), 4 J last one step at most (how many depends on how
   // long loading takes, which the counter also charges).
-  auto e = nltest::run_cli(train_args(model, out, 10, "--background --max-energy 12 --sysfs-root " +
+  auto e = nltest::run_cli(train_args(model, out, 10, "--background --max-energy 4 --sysfs-root " +
                                                           nltest::shq(sys.string()) + " " + kSlowSteps));
   stop = true;
   counter.join();
   ASSERT_EQ(e.rc, 0) << e.out << e.err;
-  EXPECT_NE(e.out.find("energy budget of 12 J"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("energy budget of 4 J"), std::string::npos) << e.out;
   EXPECT_LT(train_rows(out), 10u);
 
   // An energy budget where nothing measures energy is refused, not guessed.
