@@ -16,6 +16,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #pragma GCC push_options
@@ -244,52 +245,135 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
-template <Int8Kind K>
-void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
-                     int64_t ldd) {
-  alignas(32) float padded[kGradRowBlock] = {};
-  alignas(32) int8_t qv[kGradRowBlock];
-  for (int64_t t = 0; t < nt; ++t) {
-    const float* g = G + t * ldg;
-    if (nrows < kGradRowBlock) {
-      std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
-      g = padded;
+// The max of each of eight vectors, as the eight lanes of one vector (a transposing
+// reduction: 7 maxes and 6 shuffles instead of 8 separate horizontal maxes).
+inline __m256 lane_maxes(const __m256 m[8]) {
+  __m256 pair[4];
+  for (int i = 0; i < 4; ++i)
+    pair[i] = _mm256_max_ps(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+  const __m256 q0 = _mm256_max_ps(_mm256_shuffle_ps(pair[0], pair[1], 0x44), _mm256_shuffle_ps(pair[0], pair[1], 0xEE));
+  const __m256 q1 = _mm256_max_ps(_mm256_shuffle_ps(pair[2], pair[3], 0x44), _mm256_shuffle_ps(pair[2], pair[3], 0xEE));
+  return _mm256_max_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+}
+
+// quantize_block for nb <= 8 column blocks of one token's 32 dY values g, each first
+// multiplied by that block's 32 weight scales (dw + 32 b): the blocks' maxima and the two
+// divisions of each scale are done for all blocks at once, as lanes of one vector. Lane by
+// lane these are the same IEEE operations as the scalar quantizer's, so the result is too.
+inline void quantize_scaled_blocks(const float* g, const float* dw, int64_t nb, int8_t* q, float* d, int32_t* sum) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8), g2 = _mm256_loadu_ps(g + 16),
+               g3 = _mm256_loadu_ps(g + 24);
+  __m256 m[8];
+  for (int64_t b = 0; b < 8; ++b) {
+    if (b >= nb) {
+      m[b] = _mm256_setzero_ps();
+      continue;
     }
-    const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8), g2 = _mm256_loadu_ps(g + 16),
-                 g3 = _mm256_loadu_ps(g + 24);
-    float* out = D + t * ldd;
-    for (int64_t b = 0; b < p.blocks; ++b) {
-      // dY with W's scales of this column block folded in, requantized (kernels_int8.h).
-      const float* dw = p.d.data() + b * 32;
-      float e;
-      int32_t s;
-      quantize_block(_mm256_mul_ps(g0, _mm256_loadu_ps(dw)), _mm256_mul_ps(g1, _mm256_loadu_ps(dw + 8)),
-                     _mm256_mul_ps(g2, _mm256_loadu_ps(dw + 16)), _mm256_mul_ps(g3, _mm256_loadu_ps(dw + 24)), qv, &e,
-                     &s);
-      __m256i x[8];
-      for (int c = 0; c < 8; ++c) x[c] = broadcast_chunk(qv + 4 * c);
-      const __m256 ev = _mm256_set1_ps(e);
-      const __m256i offset = _mm256_set1_epi32(8 * s);
+    const float* w = dw + 32 * b;
+    m[b] = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), abs_mask),
+                                       _mm256_and_ps(_mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)), abs_mask)),
+                         _mm256_max_ps(_mm256_and_ps(_mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), abs_mask),
+                                       _mm256_and_ps(_mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)), abs_mask)));
+  }
+  const __m256 scale = _mm256_div_ps(lane_maxes(m), _mm256_set1_ps(127.0f));
+  const __m256 nonzero = _mm256_cmp_ps(scale, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+  const __m256 inv = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), scale), nonzero);
+  alignas(32) float invs[8];
+  _mm256_storeu_ps(d, scale);  // d has room for 8 (kBlocksPerPass)
+  _mm256_store_ps(invs, inv);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* w = dw + 32 * b;
+    const __m256 iv = _mm256_broadcast_ss(invs + b);
+    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), iv));
+    const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)), iv));
+    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), iv));
+    const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)), iv));
+    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_permutevar8x32_epi32(packed, order));
+    sum[b] = _mm_cvtsi128_si32(s4);
+  }
+}
+
+// NT tokens x one row block. Two phases, so that neither waits on the other:
+//  1. dY with W's scales folded in is requantized for every (token, column block) into a
+//     small buffer. Each block's quantizer is a long dependent chain (max, two divisions,
+//     rounding); done back to back for independent blocks, the chains overlap.
+//  2. Each weight chunk is loaded once and used for the NT tokens, whose activation chunks
+//     are broadcast from the buffer (as the forward kernel does).
+// Per output the arithmetic is the definition's, in its order: bit-identical to scalar.
+template <int NT, Int8Kind K>
+void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPanel& p, int64_t n, float* D,
+                       int64_t ldd) {
+  constexpr int64_t kBlocksPerPass = 8;
+  alignas(32) float padded[NT][kGradRowBlock] = {};
+  alignas(32) int8_t qv[NT][kBlocksPerPass * kQ8Block];
+  float e[NT][kBlocksPerPass];
+  int32_t s[NT][kBlocksPerPass];
+  const float* g[NT];
+  for (int t = 0; t < NT; ++t) {
+    g[t] = G + t * ldg;
+    if (nrows < kGradRowBlock) {
+      std::memcpy(padded[t], g[t], static_cast<size_t>(nrows) * sizeof(float));
+      g[t] = padded[t];
+    }
+  }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
+    const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
+    for (int t = 0; t < NT; ++t)
+      quantize_scaled_blocks(g[t], p.d.data() + b0 * 32, nb, qv[t], e[t], s[t]);
+    for (int64_t b = 0; b < nb; ++b) {
       for (int64_t cg = 0; cg < 4; ++cg) {
-        const int64_t c0 = b * kQ8Block + cg * 8;
+        const int64_t c0 = (b0 + b) * kQ8Block + cg * 8;
         if (c0 >= n) break;
-        const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 1024 + cg * 256);
-        __m256i isum;
-        if constexpr (K == Int8Kind::Nibble)
-          isum = _mm256_sub_epi32(dot_nibbles(w, x), offset);
-        else
-          isum = dot_signed(w, x);
-        if (c0 + 8 <= n) {
-          _mm256_storeu_ps(out + c0, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(out + c0)));
-        } else {
-          float tmp[8] = {};
-          std::memcpy(tmp, out + c0, static_cast<size_t>(n - c0) * sizeof(float));
-          _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(tmp)));
-          std::memcpy(out + c0, tmp, static_cast<size_t>(n - c0) * sizeof(float));
+        const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024 + cg * 256);
+        __m256i part[NT];
+        for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i wc = _mm256_loadu_si256(w + c);
+          if constexpr (K == Int8Kind::Nibble) {
+            for (int t = 0; t < NT; ++t)
+              part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(wc, broadcast_chunk(qv[t] + b * kQ8Block + 4 * c)));
+          } else {
+            const __m256i aw = _mm256_sign_epi8(wc, wc);
+            for (int t = 0; t < NT; ++t) {
+              const __m256i x = _mm256_sign_epi8(broadcast_chunk(qv[t] + b * kQ8Block + 4 * c), wc);
+              part[t] = _mm256_add_epi32(part[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
+            }
+          }
+        }
+        for (int t = 0; t < NT; ++t) {
+          __m256i isum = part[t];
+          if constexpr (K == Int8Kind::Nibble)
+            isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * s[t][b]));
+          const __m256 ev = _mm256_set1_ps(e[t][b]);
+          float* out = D + t * ldd + c0;
+          if (c0 + 8 <= n) {
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(out)));
+          } else {
+            float tmp[8] = {};
+            std::memcpy(tmp, out, static_cast<size_t>(n - c0) * sizeof(float));
+            _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(tmp)));
+            std::memcpy(out, tmp, static_cast<size_t>(n - c0) * sizeof(float));
+          }
         }
       }
     }
   }
+}
+
+template <Int8Kind K>
+void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
+                     int64_t ldd) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) input_grad_tokens<4, K>(G + t * ldg, ldg, nrows, p, n, D + t * ldd, ldd);
+  for (; t < nt; ++t) input_grad_tokens<1, K>(G + t * ldg, ldg, nrows, p, n, D + t * ldd, ldd);
 }
 
 void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
