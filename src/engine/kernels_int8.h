@@ -84,6 +84,10 @@ struct Int8Kernels {
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
   // Packs rows [32*rb, 32*rb + 32) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
+  // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats
+  // and pack_grad_floats below define them.
+  void (*pack_forward_floats)(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
+  void (*pack_grad_floats)(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
   // Y[t*ldy + i] for t < nt, i < nr: tokens quantized by quantize_row, row t of q at
   // q + t * ldq (ldq = 32 * blocks), of d and sum at t * blocks.
   void (*forward)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
@@ -106,12 +110,19 @@ const Int8Kernels& int8_kernels_for(const std::string& isa);
 // The scalar quantizer of one block of 32 values (the definition; every ISA matches it).
 void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);
 
-// Packers from dequantized f32 panels (every weight type other than Q4_0/Q8_0): each row's
-// 32-column blocks are requantized with quantize_block_scalar.
+// The scalar packers from dequantized f32 panels (every weight type other than Q4_0/Q8_0):
+// each row's 32-column blocks are requantized with quantize_block_scalar. The definition;
+// the ISA sets' packers give the same bytes.
 //   forward: rows i < nr (<= 8) of P (row i at P + i*ldp), columns [0, n).
 void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
 //   input grad: rows i < nrows (<= 32) of P, columns [0, n) (one task's column range,
 //   starting on a 32-column block boundary of W).
 void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
+// The same packers with another ISA's quantize_row (bit-identical to the scalar one).
+using QuantizeRowFn = void (*)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
+void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                               ForwardPanel& p);
+void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nrows, int64_t n,
+                            GradPanel& p);
 
 }  // namespace nl::engine

@@ -175,6 +175,13 @@ bool cpu_has_dotprod() {
 #endif
 }
 
+void pack_forward_floats_neon(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+  pack_forward_floats_using(quantize_row_neon, P, ldp, nr, n, p);
+}
+void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+  pack_grad_floats_using(quantize_row_neon, P, ldp, nrows, n, p);
+}
+
 }  // namespace
 
 const Int8Kernels* int8_kernels_neon_widening() {
@@ -182,6 +189,8 @@ const Int8Kernels* int8_kernels_neon_widening() {
                              quantize_row_neon,
                              int8_kernels_scalar().pack_forward_tiles,
                              int8_kernels_scalar().pack_grad_tiles,
+                             pack_forward_floats_neon,
+                             pack_grad_floats_neon,
                              forward_neon<false>,
                              input_grad_neon<false>};
   return &k;
@@ -192,6 +201,8 @@ const Int8Kernels* int8_kernels_neon() {
                              quantize_row_neon,
                              int8_kernels_scalar().pack_forward_tiles,
                              int8_kernels_scalar().pack_grad_tiles,
+                             pack_forward_floats_neon,
+                             pack_grad_floats_neon,
                              forward_neon<true>,
                              input_grad_neon<true>};
   static const bool dot = cpu_has_dotprod();

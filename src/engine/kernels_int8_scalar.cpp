@@ -132,45 +132,51 @@ void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum) {
   *sum = s;
 }
 
-void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                               ForwardPanel& p) {
   const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
   p.kind = Int8Kind::Signed;
   p.resize(nb);
-  float v[kQ8Block];
+  const float zeros[kQ8Block] = {};
   int8_t q[kQ8Block];
+  int32_t sum;
   for (int64_t i = 0; i < 8; ++i)
     for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t j = 0; j < kQ8Block; ++j) {
-        const int64_t c = b * kQ8Block + j;
-        v[j] = i < nr && c < n ? P[i * ldp + c] : 0.0f;
-      }
-      int32_t sum;
-      quantize_block_scalar(v, q, &p.d[static_cast<size_t>(b * 8 + i)], &sum);
+      const int64_t c0 = b * kQ8Block;
+      quantize_row(i < nr ? P + i * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q, &p.d[static_cast<size_t>(b * 8 + i)],
+                   &sum);
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = static_cast<uint8_t>(q[j]);
     }
 }
 
-void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nrows, int64_t n,
+                            GradPanel& p) {
   const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
   p.kind = Int8Kind::Signed;
   p.resize(nb);
-  float v[kQ8Block];
+  const float zeros[kQ8Block] = {};
   int8_t q[kQ8Block];
+  int32_t sum;
   for (int64_t r = 0; r < kGradRowBlock; ++r)
     for (int64_t b = 0; b < nb; ++b) {
-      for (int64_t j = 0; j < kQ8Block; ++j) {
-        const int64_t c = b * kQ8Block + j;
-        v[j] = r < nrows && c < n ? P[r * ldp + c] : 0.0f;
-      }
-      int32_t sum;
-      quantize_block_scalar(v, q, &p.d[static_cast<size_t>(b * 32 + r)], &sum);
+      const int64_t c0 = b * kQ8Block;
+      quantize_row(r < nrows ? P + r * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q,
+                   &p.d[static_cast<size_t>(b * 32 + r)], &sum);
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
     }
 }
 
+void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+  pack_forward_floats_using(quantize_row_scalar, P, ldp, nr, n, p);
+}
+
+void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+  pack_grad_floats_using(quantize_row_scalar, P, ldp, nrows, n, p);
+}
+
 const Int8Kernels& int8_kernels_scalar() {
-  static const Int8Kernels k{"scalar",       quantize_row_scalar, pack_forward_tiles_scalar, pack_grad_tiles_scalar,
-                             forward_scalar, input_grad_scalar};
+  static const Int8Kernels k{"scalar",           quantize_row_scalar, pack_forward_tiles_scalar, pack_grad_tiles_scalar,
+                             pack_forward_floats, pack_grad_floats,    forward_scalar,            input_grad_scalar};
   return k;
 }
 

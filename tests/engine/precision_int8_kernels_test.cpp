@@ -203,4 +203,35 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
   }
 }
 
+// Each ISA's float packers give the scalar packers' bytes and scales: full and partial row
+// blocks, ragged columns, an all-zero row (scale 0) and rows of very different magnitudes.
+TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
+  const int64_t rows = 45, cols = 203, ld = 211;  // ld > cols: the packers honour the stride
+  std::vector<float> W = random_vec(static_cast<size_t>(rows * ld), 4);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ld; ++c) W[static_cast<size_t>(r * ld + c)] *= std::ldexp(1.0f, static_cast<int>(r % 9) - 4);
+  std::fill(W.begin() + 3 * ld, W.begin() + 4 * ld, 0.0f);
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    for (int64_t g = 0; g * 8 < rows; ++g) {
+      ForwardPanel p0, p1;
+      const int64_t nr = std::min<int64_t>(8, rows - g * 8);
+      nl::engine::pack_forward_floats(W.data() + g * 8 * ld, ld, nr, cols, p0);
+      k->pack_forward_floats(W.data() + g * 8 * ld, ld, nr, cols, p1);
+      ASSERT_EQ(p0.blocks, p1.blocks);
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 256, p1.q.begin())) << "forward, group " << g;
+      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + p0.blocks * 8, p1.d.begin())) << "forward scales " << g;
+    }
+    for (int64_t rb = 0; rb * 32 < rows; ++rb) {
+      GradPanel p0, p1;
+      const int64_t nrows = std::min<int64_t>(32, rows - rb * 32);
+      nl::engine::pack_grad_floats(W.data() + rb * 32 * ld, ld, nrows, cols, p0);
+      k->pack_grad_floats(W.data() + rb * 32 * ld, ld, nrows, cols, p1);
+      ASSERT_EQ(p0.blocks, p1.blocks);
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 1024, p1.q.begin())) << "grad, block " << rb;
+      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + p0.blocks * 32, p1.d.begin())) << "grad scales " << rb;
+    }
+  }
+}
+
 }  // namespace
