@@ -134,7 +134,7 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
   } else {
     float* floats = scratch_panel(nr * cols);
     fill_panel(k, m, r0, nr, 0, cols, floats, cols);
-    engine::pack_forward_floats(floats, cols, nr, cols, panel);
+    k8.pack_forward_floats(floats, cols, nr, cols, panel);
   }
   const int64_t ldq = x.blocks * engine::kQ8Block;
   k8.forward(x.q.data() + t0 * ldq, x.d.data() + t0 * x.blocks, x.sum.data() + t0 * x.blocks, ldq, t1 - t0, panel,
@@ -154,7 +154,7 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
       float* floats = scratch_panel(engine::kGradRowBlock * n);
       for (int64_t i = 0; i < nrows; i += kTileRows)
         fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
-      engine::pack_grad_floats(floats, n, nrows, n, panel);
+      k8.pack_grad_floats(floats, n, nrows, n, panel);
     }
     k8.input_grad(dY + t0 * rows + r0, rows, nrows, t1 - t0, panel, n, dX + t0 * cols + c0, cols);
   }
