@@ -9,17 +9,18 @@
 #   bench/run_step.sh [--preset qwen2.5-0.5b] [--type q4_0] [--layers N] [--model FILE]
 #                     [--seq 256] [--rank 8] [--steps 3] [--threads N]
 #                     [--checkpointing both|on|off] [--loss both|all|completion]
-#                     [--max-memory SIZE] [--host-threads N]
+#                     [--max-memory SIZE] [--host-threads N] [--precision f32|f16|int8]
 # --max-memory is our step's memory budget (keeps that many blocks' activations, see
 # `nightlora bench-step --help`); without it every block but the last is recomputed.
 # --layers N uses a model cut to N decoder blocks (a quick check; the targets are for the
-# full model). --model uses an existing GGUF instead of a synthetic one.
+# full model). --model uses an existing GGUF instead of a synthetic one. --precision is the
+# mode of our frozen products (PyTorch always runs f32).
 # Environment: NL_BUILD_DIR (default build-bench), NL_JOBS (build parallelism, default 2).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 preset=qwen2.5-0.5b; type=q4_0; layers=""; model=""
-seq=256; rank=8; steps=3; threads=$(nproc); ckpt=both; losses=both; max_memory=""; host_threads=1
+seq=256; rank=8; steps=3; threads=$(nproc); ckpt=both; losses=both; max_memory=""; host_threads=1; precision=f32
 while [ $# -gt 0 ]; do
   case "$1" in
     --preset) preset=$2; shift 2 ;;
@@ -34,7 +35,8 @@ while [ $# -gt 0 ]; do
     --loss) losses=$2; shift 2 ;;
     --max-memory) max_memory=$2; shift 2 ;;
     --host-threads) host_threads=$2; shift 2 ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    --precision) precision=$2; shift 2 ;;
+    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
     *) echo "run_step.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,9 +58,9 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 for loss in $losses; do
-  echo; echo "## nightlora, loss on $loss"
+  echo; echo "## nightlora, loss on $loss, frozen products in $precision"
   "$NL_BUILD_DIR/nightlora" bench-step --model "$model" --seq "$seq" --rank "$rank" --steps "$steps" \
-      --threads "$threads" --host-threads "$host_threads" --loss "$loss" ${max_memory:+--max-memory "$max_memory"} \
+      --threads "$threads" --host-threads "$host_threads" --loss "$loss" --precision "$precision" ${max_memory:+--max-memory "$max_memory"} \
       --json "$out/ours-$loss.json"
   for c in $ckpts; do
     echo; echo "## PyTorch, loss on $loss, checkpointing $c"
@@ -76,7 +78,8 @@ print("|---|---|---|---|---|---|---|")
 for r in rows:
     ck = r["checkpointing"] if r["trainer"] == "pytorch" else \
         f"block inputs kept; activations of {r['kept_blocks']}/{r['n_layer']} blocks kept, the rest recomputed"
-    print(f"| {r['trainer']}{' (' + r['blas'] + ')' if 'blas' in r else ''} | {r['loss']} | {ck} | "
+    who = r["trainer"] + (f" ({r['blas']})" if "blas" in r else f" ({r.get('precision', 'f32')} products)")
+    print(f"| {who} | {r['loss']} | {ck} | "
           f"{r['step_s']:.2f} | {r['tokens_per_s']:.1f} | {r['peak_rss_mib']:.0f} | {r.get('train_peak_rss_mib', -1):.0f} |")
 print("\n(peak RSS: the whole process, loading included, as the target counts it; while training: the kernel's")
 print("VmHWM reset after loading, -1/nan where the kernel refuses the reset)")
