@@ -4,8 +4,9 @@
 //    with 4 bytes of 4 panel lanes and adds into 4 int32;
 //  - without it, vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate).
 // Both read the same panels; Q4_0 nibbles (0..15) are valid signed bytes, so the nibble
-// offset is the same "- 8 * sum q" as on AVX2. The packers are the scalar ones (their cost
-// is spread over a whole block of tokens).
+// offset is the same "- 8 * sum q" as on AVX2. The tile packers move 4-byte chunks (forward)
+// or interleave four rows' bytes with vst4 (input grad); the float packers quantize with
+// quantize_row_neon.
 #include "kernels_int8.h"
 
 #if defined(__aarch64__)
@@ -175,6 +176,88 @@ bool cpu_has_dotprod() {
 #endif
 }
 
+float tile_scale_neon(const uint8_t* tile, int64_t i) {
+  __fp16 h;
+  std::memcpy(&h, tile + i * 2, 2);
+  return static_cast<float>(h);  // exact, subnormals included
+}
+
+// Row i's 32 panel bytes of one Q4_0/Q8_0 tile block: unsigned nibbles (low ones are
+// columns 0..15, high ones 16..31) or the Q8_0 bytes.
+inline void tile_row_bytes(const TiledMatrix& m, const uint8_t* tile, int64_t nr, int64_t i, uint8x16_t& lo,
+                           uint8x16_t& hi) {
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  const uint8_t* q = tile + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
+  if (m.type == QType::Q4_0) {
+    const uint8x16_t raw = vld1q_u8(q);
+    lo = vandq_u8(raw, vdupq_n_u8(0x0F));
+    hi = vshrq_n_u8(raw, 4);
+  } else {
+    lo = vld1q_u8(q);
+    hi = vld1q_u8(q + 16);
+  }
+}
+
+void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nb = m.n_blocks();
+  p.kind = m.type == QType::Q4_0 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(nb);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = m.tile(g, b);
+    uint8_t* out = p.q.data() + b * 256;
+    for (int64_t i = 0; i < 8; ++i) {
+      p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale_neon(tile, i) : 0.0f;
+      uint32x4_t c[2] = {vdupq_n_u32(0), vdupq_n_u32(0)};  // chunks 0..3 and 4..7 of row i
+      if (i < nr) {
+        uint8x16_t lo, hi;
+        tile_row_bytes(m, tile, nr, i, lo, hi);
+        c[0] = vreinterpretq_u32_u8(lo);
+        c[1] = vreinterpretq_u32_u8(hi);
+      }
+      // Chunk k of row i goes to out + 32 k + 4 i.
+      for (int half = 0; half < 2; ++half) {
+        vst1q_lane_u32(reinterpret_cast<uint32_t*>(out + (4 * half + 0) * 32 + 4 * i), c[half], 0);
+        vst1q_lane_u32(reinterpret_cast<uint32_t*>(out + (4 * half + 1) * 32 + 4 * i), c[half], 1);
+        vst1q_lane_u32(reinterpret_cast<uint32_t*>(out + (4 * half + 2) * 32 + 4 * i), c[half], 2);
+        vst1q_lane_u32(reinterpret_cast<uint32_t*>(out + (4 * half + 3) * 32 + 4 * i), c[half], 3);
+      }
+    }
+  }
+}
+
+void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  p.kind = m.type == QType::Q4_0 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(b1 - b0);
+  for (int64_t b = b0; b < b1; ++b) {
+    uint8_t* out = p.q.data() + (b - b0) * 1024;
+    float* scales = p.d.data() + (b - b0) * 32;
+    for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+      uint8x16_t lo[4], hi[4];
+      for (int64_t s = 0; s < 4; ++s) {
+        const int64_t row = rb * kGradRowBlock + 4 * k + s;
+        lo[s] = hi[s] = vdupq_n_u8(0);
+        scales[4 * k + s] = 0.0f;
+        if (row >= m.rows) continue;
+        const int64_t g = row / kTileRows, i = row % kTileRows;
+        const uint8_t* tile = m.tile(g, b);
+        scales[4 * k + s] = tile_scale_neon(tile, i);
+        tile_row_bytes(m, tile, m.group_rows(g), i, lo[s], hi[s]);
+      }
+      // Column group cg (8 columns): the four rows' bytes interleaved per column.
+      for (int cg = 0; cg < 4; ++cg) {
+        const uint8x16_t* src = cg < 2 ? lo : hi;
+        const bool upper = cg % 2 == 1;
+        uint8x8x4_t v;
+        v.val[0] = upper ? vget_high_u8(src[0]) : vget_low_u8(src[0]);
+        v.val[1] = upper ? vget_high_u8(src[1]) : vget_low_u8(src[1]);
+        v.val[2] = upper ? vget_high_u8(src[2]) : vget_low_u8(src[2]);
+        v.val[3] = upper ? vget_high_u8(src[3]) : vget_low_u8(src[3]);
+        vst4_u8(out + (cg * 8 + k) * 32, v);
+      }
+    }
+  }
+}
+
 void pack_forward_floats_neon(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
   pack_forward_floats_using(quantize_row_neon, P, ldp, nr, n, p);
 }
@@ -187,8 +270,8 @@ void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n
 const Int8Kernels* int8_kernels_neon_widening() {
   static const Int8Kernels k{"neon",
                              quantize_row_neon,
-                             int8_kernels_scalar().pack_forward_tiles,
-                             int8_kernels_scalar().pack_grad_tiles,
+                             pack_forward_tiles_neon,
+                             pack_grad_tiles_neon,
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<false>,
@@ -199,8 +282,8 @@ const Int8Kernels* int8_kernels_neon_widening() {
 const Int8Kernels* int8_kernels_neon() {
   static const Int8Kernels k{"neon-dotprod",
                              quantize_row_neon,
-                             int8_kernels_scalar().pack_forward_tiles,
-                             int8_kernels_scalar().pack_grad_tiles,
+                             pack_forward_tiles_neon,
+                             pack_grad_tiles_neon,
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<true>,
