@@ -223,22 +223,35 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
   }
 }
 
-// Integer dot products of 8 panel lanes with one 32-value activation block, given as its
-// eight broadcast 4-byte chunks; w points at the block's 8 chunk registers.
-inline __m256i dot_nibbles(const __m256i* w, const __m256i x[8]) {
-  __m256i acc = _mm256_maddubs_epi16(_mm256_loadu_si256(w), x[0]);
-  for (int c = 1; c < 8; ++c) acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(_mm256_loadu_si256(w + c), x[c]));
-  return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
-}
-inline __m256i dot_signed(const __m256i* w, const __m256i x[8]) {
+// The integer sums of one panel block (8 chunk registers at w) with NT tokens' activation
+// blocks (token t's 32 bytes at x + t * ldx). Each weight chunk is loaded once for the NT
+// tokens. Nibble panels leave int16 pair sums (finish with finish_nibbles), signed ones int32.
+template <int NT, Int8Kind K>
+inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc = _mm256_setzero_si256();
+  for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
-    const __m256i prod = _mm256_maddubs_epi16(_mm256_sign_epi8(wc, wc), _mm256_sign_epi8(x[c], wc));
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(prod, ones));
+    if constexpr (K == Int8Kind::Nibble) {
+      for (int t = 0; t < NT; ++t)
+        part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(wc, broadcast_chunk(x + t * ldx + 4 * c)));
+    } else {
+      const __m256i aw = _mm256_sign_epi8(wc, wc);
+      for (int t = 0; t < NT; ++t) {
+        const __m256i xc = _mm256_sign_epi8(broadcast_chunk(x + t * ldx + 4 * c), wc);
+        part[t] = _mm256_add_epi32(part[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xc), ones));
+      }
+    }
   }
-  return acc;
+}
+
+// The int32 dot products from dot_tokens' sums: nibble panels hold u = value + 8, so
+// sum (u - 8) q = sum u q - 8 sum q.
+template <Int8Kind K>
+inline __m256i finish_sums(__m256i part, int32_t sum_q) {
+  if constexpr (K == Int8Kind::Nibble)
+    return _mm256_sub_epi32(_mm256_madd_epi16(part, _mm256_set1_epi16(1)), _mm256_set1_epi32(8 * sum_q));
+  return part;
 }
 
 // NT tokens x the panel's 8 rows. Each weight chunk is loaded once and used for the NT
@@ -247,32 +260,14 @@ template <int NT, Int8Kind K>
 inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, const ForwardPanel& p,
                            int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < p.blocks; ++b) {
-    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
-    const int8_t* xq = q + b * kQ8Block;
     __m256i part[NT];
-    for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c) {
-      const __m256i wc = _mm256_loadu_si256(w + c);
-      if constexpr (K == Int8Kind::Nibble) {
-        for (int t = 0; t < NT; ++t)
-          part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(wc, broadcast_chunk(xq + t * ldq + 4 * c)));
-      } else {
-        const __m256i aw = _mm256_sign_epi8(wc, wc);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i x = _mm256_sign_epi8(broadcast_chunk(xq + t * ldq + 4 * c), wc);
-          part[t] = _mm256_add_epi32(part[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
-        }
-      }
-    }
+    dot_tokens<NT, K>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq, part);
     const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
-      __m256i isum = part[t];
-      if constexpr (K == Int8Kind::Nibble)
-        isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * sum[t * blocks + b]));
+      const __m256i isum = finish_sums<K>(part[t], sum[t * blocks + b]);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
     }
   }
@@ -384,7 +379,6 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPan
       g[t] = padded[t];
     }
   }
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
     const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
     for (int t = 0; t < NT; ++t)
@@ -393,26 +387,11 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPan
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = (b0 + b) * kQ8Block + cg * 8;
         if (c0 >= n) break;
-        const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024 + cg * 256);
         __m256i part[NT];
-        for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-          const __m256i wc = _mm256_loadu_si256(w + c);
-          if constexpr (K == Int8Kind::Nibble) {
-            for (int t = 0; t < NT; ++t)
-              part[t] = _mm256_add_epi16(part[t], _mm256_maddubs_epi16(wc, broadcast_chunk(qv[t] + b * kQ8Block + 4 * c)));
-          } else {
-            const __m256i aw = _mm256_sign_epi8(wc, wc);
-            for (int t = 0; t < NT; ++t) {
-              const __m256i x = _mm256_sign_epi8(broadcast_chunk(qv[t] + b * kQ8Block + 4 * c), wc);
-              part[t] = _mm256_add_epi32(part[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones));
-            }
-          }
-        }
+        dot_tokens<NT, K>(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024 + cg * 256),
+                          &qv[0][0] + b * kQ8Block, kBlocksPerPass * kQ8Block, part);
         for (int t = 0; t < NT; ++t) {
-          __m256i isum = part[t];
-          if constexpr (K == Int8Kind::Nibble)
-            isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * s[t][b]));
+          const __m256i isum = finish_sums<K>(part[t], s[t][b]);
           const __m256 ev = _mm256_set1_ps(e[t][b]);
           float* out = D + t * ldd + c0;
           if (c0 + 8 <= n) {
