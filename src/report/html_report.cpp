@@ -95,6 +95,28 @@ std::string part_label(std::string key) {
   return key;
 }
 
+// Every chart of the report plots something against the run's wall time.
+LineChart time_chart(const std::string& id, const std::string& title, const std::string& y_label,
+                     bool y_from_zero = false) {
+  LineChart c;
+  c.id = id;
+  c.title = title;
+  c.x_label = "wall time";
+  c.x_is_time = true;
+  c.y_label = y_label;
+  c.y_from_zero = y_from_zero;
+  return c;
+}
+
+// A series of value(row) at row.t for each row.
+template <class Rows, class Value>
+ChartSeries series_of(const std::string& name, const std::string& color, SeriesStyle style, const Rows& rows,
+                      Value value) {
+  ChartSeries s{name, color, style, {}, {}};
+  for (const auto& r : rows) s.x.push_back(r.t), s.y.push_back(value(r));
+  return s;
+}
+
 }  // namespace
 
 std::string render_report_html(const RunLog& run) {
@@ -242,43 +264,24 @@ std::string render_report_html(const RunLog& run) {
 
   // Loss.
   {
-    LineChart c;
-    c.id = "chart-loss";
-    c.title = "Loss";
-    c.x_label = "wall time";
-    c.x_is_time = true;
-    c.y_label = "mean NLL per supervised token";
-    ChartSeries train{"training loss", kColors[0], SeriesStyle::Line, {}, {}};
-    for (const TrainRow& r : tr) train.x.push_back(r.t), train.y.push_back(r.loss);
-    ChartSeries val{"validation loss", kColors[3], SeriesStyle::Points, {}, {}};
-    for (const ValRow& r : run.val) val.x.push_back(r.t), val.y.push_back(r.loss);
-    c.series = {train, val};
+    LineChart c = time_chart("chart-loss", "Loss", "mean NLL per supervised token");
+    c.series = {series_of("training loss", kColors[0], SeriesStyle::Line, tr, [](const TrainRow& r) { return r.loss; }),
+                series_of("validation loss", kColors[3], SeriesStyle::Points, run.val,
+                          [](const ValRow& r) { return r.loss; })};
     h << "<h2>Loss</h2>\n" << chart_card(render_line_chart(c));
   }
   // Throughput.
   {
-    LineChart c;
-    c.id = "chart-throughput";
-    c.title = "Throughput";
-    c.x_label = "wall time";
-    c.x_is_time = true;
-    c.y_label = "tokens/s";
-    c.y_from_zero = true;
-    ChartSeries s{"tokens/s (each step)", kColors[2], SeriesStyle::Line, {}, {}};
-    for (const TrainRow& r : tr) s.x.push_back(r.t), s.y.push_back(r.tokens_per_s);
-    c.series = {s};
+    LineChart c = time_chart("chart-throughput", "Throughput", "tokens/s", true);
+    c.series = {series_of("tokens/s (each step)", kColors[2], SeriesStyle::Line, tr,
+                          [](const TrainRow& r) { return r.tokens_per_s; })};
     h << "<h2>Throughput</h2>\n"
       << chart_card(render_line_chart(c), run.sim.empty() ? "" : "Steps slowed by the simulated device's throttling "
                                                                  "include the slowdown (the job really waited it out).");
   }
   // Temperature and pacing.
   {
-    LineChart c;
-    c.id = "chart-temperature";
-    c.title = "Temperature";
-    c.x_label = "wall time";
-    c.x_is_time = true;
-    c.y_label = "°C";
+    LineChart c = time_chart("chart-temperature", "Temperature", "°C");
     ChartSeries temp{run.sim.empty() ? "temperature after each step" : "simulated device temperature", kColors[3],
                      SeriesStyle::Line, {}, {}};
     ChartSeries hot{"throttled steps", kColors[4], SeriesStyle::Points, {}, {}};  // drawn over the line
@@ -322,20 +325,12 @@ std::string render_report_html(const RunLog& run) {
     }
     h << "<h2>Temperature and pacing</h2>\n" << chart_card(render_line_chart(c), esc(note));
 
-    LineChart p;
-    p.id = "chart-idle";
-    p.title = "Idle time inserted by pacing, and throttling slowdown";
-    p.x_label = "wall time";
-    p.x_is_time = true;
-    p.y_label = "seconds per step";
-    ChartSeries idle{"pacing idle after the step", kColors[0], SeriesStyle::Bars, {}, {}};
-    for (const PaceRow& r : run.pace) idle.x.push_back(r.t), idle.y.push_back(r.idle_s);
-    p.series = {idle};
-    if (!run.sim.empty()) {
-      ChartSeries slow{"time the step lost to throttling", kColors[4], SeriesStyle::Bars, {}, {}};
-      for (const SimRow& s : run.sim) slow.x.push_back(s.t), slow.y.push_back(s.throttle_loss_s());
-      p.series.push_back(slow);
-    }
+    LineChart p = time_chart("chart-idle", "Idle time inserted by pacing, and throttling slowdown", "seconds per step");
+    p.series = {series_of("pacing idle after the step", kColors[0], SeriesStyle::Bars, run.pace,
+                          [](const PaceRow& r) { return r.idle_s; })};
+    if (!run.sim.empty())
+      p.series.push_back(series_of("time the step lost to throttling", kColors[4], SeriesStyle::Bars, run.sim,
+                                   [](const SimRow& r) { return r.throttle_loss_s(); }));
     h << chart_card(render_line_chart(p), run.pace.empty() ? "No pacing in this run (--temp-ceiling or --duty)." : "");
   }
   // Where the time went.
@@ -385,31 +380,19 @@ std::string render_report_html(const RunLog& run) {
                                            frozen, "s"),
                         host.empty() ? "" : "The engine works while the host does, so these overlap the host's parts.");
     }
+    LineChart c = time_chart("chart-steptime", "Step time", "seconds", true);
+    c.series.push_back(series_of("whole step", "#1d2330", SeriesStyle::Line, tr, [](const TrainRow& r) { return r.step_s; }));
     size_t ci = 0;
-    LineChart c;
-    c.id = "chart-steptime";
-    c.title = "Step time";
-    c.x_label = "wall time";
-    c.x_is_time = true;
-    c.y_label = "seconds";
-    c.y_from_zero = true;
-    ChartSeries total{"whole step", "#1d2330", SeriesStyle::Line, {}, {}};
-    for (const TrainRow& r : tr) total.x.push_back(r.t), total.y.push_back(r.step_s);
-    c.series.push_back(total);
-    ci = 0;
     for (const std::string& k : parts) {
       // The host's parts only: with the engine's (overlapping) view the chart is unreadable,
       // and the bars above give it.
       if (k.find("frozen") != std::string::npos || k.find("overlap") != std::string::npos ||
           k.find("outside") != std::string::npos)
         continue;
-      ChartSeries s{part_label(k), kColors[ci++ % 8], SeriesStyle::Line, {}, {}};
-      for (const TrainRow& r : tr) {
+      c.series.push_back(series_of(part_label(k), kColors[ci++ % 8], SeriesStyle::Line, tr, [&](const TrainRow& r) {
         auto it = r.time_parts.find(k);
-        s.x.push_back(r.t);
-        s.y.push_back(it == r.time_parts.end() ? NAN : it->second);
-      }
-      c.series.push_back(s);
+        return it == r.time_parts.end() ? NAN : it->second;
+      }));
     }
     h << chart_card(render_line_chart(c));
   }
@@ -418,13 +401,7 @@ std::string render_report_html(const RunLog& run) {
     std::set<std::string> keys;
     for (const TrainRow& r : tr)
       for (const auto& kv : r.memory) keys.insert(kv.first);
-    LineChart c;
-    c.id = "chart-memory";
-    c.title = "Memory";
-    c.x_label = "wall time";
-    c.x_is_time = true;
-    c.y_label = "MiB";
-    c.y_from_zero = true;
+    LineChart c = time_chart("chart-memory", "Memory", "MiB", true);
     size_t ci = 0;
     double peak = 0;
     for (const std::string& k : keys) {
