@@ -17,7 +17,7 @@
 #                            [--tags-per-user N] [--noise X] [--retrieve K] [--iters N]
 #                            [--lr X] [--mezo-lr X] [--rank R] [--threads N] [--model GGUF]
 # Runs from a fresh checkout after scripts/setup.sh (builds what it needs into
-# $NL_BUILD_DIR, default build-bench). Needs ../shared/models/stories260K (or --model).
+# $NL_BUILD_DIR, default build-bench; NL_NO_BUILD=1 uses the nightlora already there). Needs ../shared/models/stories260K (or --model).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
@@ -48,8 +48,14 @@ done
 mezo_lr=${mezo_lr:-$lr}
 [ -f "$model" ] || { echo "personalization.sh: no model at $model (give --model)" >&2; exit 1; }
 out=${out:-$NL_ROOT/bench/results/personalization-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out"
+mkdir -p "$out/jobs"
 
+if [ "${NL_NO_BUILD:-0}" = 1 ]; then
+  # Use the nightlora already built in $NL_BUILD_DIR: a long run should not pick up a working tree
+  # that others are editing half-way. nl_bench_prepare still sets up PyTorch's BLAS.
+  [ -x "$NL_BUILD_DIR/nightlora" ] || { echo "personalization.sh: NL_NO_BUILD=1 but no $NL_BUILD_DIR/nightlora" >&2; exit 1; }
+  ninja() { echo "bench: NL_NO_BUILD=1: not building, using $NL_BUILD_DIR/nightlora as it is" >&2; }
+fi
 nl_bench_prepare "$threads" nightlora_cli
 bin=$NL_BUILD_DIR/nightlora
 py=$NL_PY
@@ -58,7 +64,7 @@ echo "personalization: model $model, $users users x $items profile items, $quest
 "$bin" make-lamp2 --users "$users" --items-per-user "$items" --questions-per-user "$questions" --seed "$seed" \
   --tags-per-user "$tags" --noise "$noise" --out "$out/data" >/dev/null
 common=(--model "$model" --user-data "$out/data" --threads "$threads" --batch "$batch" --rank "$rank"
-        --iters "$iters" --save-every 1000 --no-report)
+        --save-every 1000 --no-report)
 # Training runs at normal priority: equal wall-time budgets mean nothing under SCHED_IDLE on a busy machine.
 bg=(-- --normal-priority)
 
@@ -73,7 +79,7 @@ for ((i = 0; i < users; i++)); do
   u=u$i
   echo "== user $u"
   # Our adapter, first-order.
-  "$bin" nightly "${common[@]}" --user "$u" --out "$out/jobs/$u/first-order" --lr "$lr" "${bg[@]}" > "$out/jobs/$u.first-order.log"
+  "$bin" nightly "${common[@]}" --user "$u" --out "$out/jobs/$u/first-order" --iters "$iters" --lr "$lr" "${bg[@]}" > "$out/jobs/$u.first-order.log"
   fo_time=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["elapsed_s"])' \
             "$out/jobs/$u/first-order/runs/0001/trained.json")
   # MeZO for the same training wall time: many steps allowed, the budget stops it.
