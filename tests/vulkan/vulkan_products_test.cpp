@@ -9,6 +9,7 @@
 // buffers that grow, device timestamps, and the error and choice rules of make_engine.
 // Every test skips with a message when this build has no Vulkan backend or the machine no
 // Vulkan device (CI installs lavapipe, Mesa's software device).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -225,6 +226,43 @@ TEST(VulkanProducts, ZeroTokensAndResidentBytes) {
   // 8 matrices of 16 x 64 Q8_0: 16 rows x 2 blocks x 34 bytes each; tiles add nothing here.
   EXPECT_EQ(e->resident_weight_bytes(), size_t{8} * 16 * 2 * 34);
   EXPECT_THROW(e->submit_forward(99, nullptr, 0, out.data()), nl::Error);
+}
+
+// The bytes uploaded to the device, per weight type, are the model's quantized bytes plus
+// only the layout's padding: Q4_0 / Q8_0 tiles pad the last 8-row group with zero rows, F16
+// holds two halves per 32-bit word (an odd element count pads one half), F32 is as it is;
+// a type converted at load (Q4_K) is held as F16, two bytes a weight. No f32 copy of an f16
+// or quantized matrix exists on the device.
+TEST(VulkanProducts, ResidentBytesPerTypeAreTheQuantizedBytes) {
+  struct Expect {
+    Case shape;
+    size_t bytes;  // one matrix on the device
+  };
+  const Expect expects[] = {
+      {{QType::F32, 37, 172}, size_t{37} * 172 * 4},
+      {{QType::F16, 29, 45}, size_t{29} * 45 * 2 + 2},           // 1305 halves: one pad half
+      {{QType::F16, 16, 64}, size_t{16} * 64 * 2},
+      {{QType::Q8_0, 21, 96}, size_t{24} * 3 * 34},              // rows 21..23: zero padding
+      {{QType::Q8_0, 16, 64}, size_t{16} * 2 * 34},
+      {{QType::Q4_0, 13, 160}, size_t{16} * 5 * 18},             // rows 13..15: zero padding
+      {{QType::Q4_0, 40, 64}, size_t{40} * 2 * 18},
+      {{QType::Q4_K, 19, 256}, size_t{19} * 256 * 2},            // converted: f16 rows
+  };
+  for (const Expect& x : expects) {
+    const Case& c = x.shape;
+    OneShapeModel m(c.type, c.rows, c.cols, 11);
+    NL_VULKAN_ENGINE_OR_SKIP(e, m.model);
+    const std::string what = std::string(nl::qtype_name(c.type)) + " " + std::to_string(c.rows) + "x" +
+                             std::to_string(c.cols);
+    const size_t file_bytes = nl::qtype_row_bytes(c.type, c.cols) * static_cast<size_t>(c.rows);
+    // 8 matrices: 7 projections and the head.
+    EXPECT_EQ(e->resident_weight_bytes(), 8 * x.bytes) << what << " (file: " << file_bytes << " bytes a matrix)";
+    if (c.type != QType::Q4_K) {
+      // Padding is at most one 8-row group of tiles, or one half.
+      EXPECT_GE(x.bytes, file_bytes) << what;
+      EXPECT_LE(x.bytes, file_bytes + std::max<size_t>(2, 7 * nl::qtype_row_bytes(c.type, c.cols))) << what;
+    }
+  }
 }
 
 TEST(VulkanProducts, ChoiceOfBackend) {

@@ -16,6 +16,7 @@
 
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/modelio/model.h"
+#include "../../src/engine/backends.h"  // vulkan_gpu_present
 #include "test_util.h"
 #include "vulkan_test_util.h"
 
@@ -112,6 +113,50 @@ TEST(VulkanTrain, EngineOptionIsChecked) {
                    " --out " + shq((td / "o").string()) + " --engine npu");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("--engine"), std::string::npos) << r.err;
+}
+
+}  // namespace
+
+namespace {
+
+// --engine auto takes a Vulkan GPU when the build has the backend and the machine a GPU
+// (never a software device such as lavapipe: it runs on the very cores the cpu engine uses),
+// otherwise the cpu engine; bench-step prints the engine it ran ("engine <isa>, ...").
+TEST(VulkanTrain, AutoPicksCpuWithoutAGpu) {
+#ifdef NL_HAVE_VULKAN
+  if (nl::vulkan_gpu_present()) GTEST_SKIP() << "a Vulkan GPU is present: auto picks it";
+#endif
+  auto r = run_cli("bench-step --preset tiny-llama --type q4_0 --seq 16 --steps 1 --threads 1 --engine auto");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const size_t at = r.out.find("; engine ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.compare(at, 16, "; engine vulkan:"), 0) << r.out;
+}
+
+// A build without the backend (cmake -DNL_VULKAN=OFF, or no Vulkan headers / glslc) says so
+// when the backend is asked for, before it reads any data; --engine auto still trains.
+TEST(VulkanTrain, BuildWithoutTheBackendSaysSo) {
+#ifdef NL_HAVE_VULKAN
+  GTEST_SKIP() << "this build has the Vulkan backend";
+#else
+  nltest::TempDir td;
+  const fs::path model = td / "tiny-q4_0.gguf";
+  auto s = run_cli("synth-model --preset tiny-llama --type q4_0 --seed 3 --tokenizer generated " + shq(model.string()));
+  ASSERT_EQ(s.rc, 0) << s.err;
+  nltest::write_text(td / "data.jsonl", "{\"text\": \"The small cat sat in the sun and watched the birds.\"}\n");
+  const std::string common = "train --model " + shq(model.string()) + " --data " + shq((td / "data.jsonl").string()) +
+                             " --iters 1 --batch 1 --seq-len 16 --rank 2 --threads 1";
+  auto vk = run_cli(common + " --engine vulkan --out " + shq((td / "vk").string()));
+  EXPECT_NE(vk.rc, 0) << vk.out;
+  EXPECT_NE(vk.err.find("this build has no Vulkan backend"), std::string::npos) << vk.err;
+  EXPECT_FALSE(fs::exists(td / "vk" / "adapter_model.safetensors"));
+  auto bench = run_cli("bench-step --preset tiny-llama --type q4_0 --seq 16 --steps 1 --engine vulkan");
+  EXPECT_NE(bench.rc, 0) << bench.out;
+  EXPECT_NE(bench.err.find("this build has no Vulkan backend"), std::string::npos) << bench.err;
+  auto autorun = run_cli(common + " --engine auto --out " + shq((td / "auto").string()));
+  EXPECT_EQ(autorun.rc, 0) << autorun.out << autorun.err;
+  EXPECT_TRUE(fs::exists(td / "auto" / "adapter_model.safetensors"));
+#endif
 }
 
 }  // namespace

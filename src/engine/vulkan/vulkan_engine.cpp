@@ -7,7 +7,7 @@
 // does), so the weights are resident once, on the device.
 //
 // A product is recorded into one command buffer of a "slot" and submitted with a fence:
-//   copy X to the device -> [F16: round X per row | Int8 forward: quantize X per 32-block]
+//   copy X to the device -> [F16: X to halves, per row | Int8 forward: quantize X per 32-block]
 //   -> forward or input-grad shader -> [F16: round Y per row] -> copy Y back,
 // bracketed by two timestamp queries (its device time). Slots form a ring (kSlots), each
 // with its own staging/activation buffers that grow to the largest product seen and are
@@ -53,7 +53,9 @@ struct Params {
 
 constexpr int kSlots = 6;        // products in flight at once (the step submits up to 3 before waiting)
 constexpr uint32_t kBindings = 5;  // weights, input, output, int8 activations, their scales
-constexpr uint32_t kTileRows = 8, kTileTokens = 32, kTileCols = 32, kRowPassGroup = 64;
+// Output tiles of one workgroup (forward.comp: TILE_ROWS x TILE_TOKENS; input_grad.comp:
+// 32 columns x TILE_TOKENS) and the workgroup size of the row passes.
+constexpr uint32_t kForwardTileRows = 32, kTileTokens = 32, kTileCols = 32, kRowPassGroup = 64;
 
 struct ResidentMatrix {
   vk::DeviceWeightType type = vk::DeviceWeightType::F32;
@@ -391,10 +393,13 @@ class VulkanEngine final : public FrozenEngine {
     s.in_dev.ensure(ctx_, in_bytes);
     s.out_dev.ensure(ctx_, out_bytes);
     // Int8 forward: X is quantized per 32-block by a pass of its own; the input gradient
-    // quantizes dY (times the weight scales) inside its shader.
+    // quantizes dY (times the weight scales) inside its shader. F16 (both products): the
+    // input becomes packed halves with a scale per row, which the product reads.
     const bool quantize_input = prec == Precision::Int8 && !input_grad;
-    s.quant_dev.ensure(ctx_, quantize_input ? in_blocks * 32 : 16);
-    s.scale_dev.ensure(ctx_, quantize_input ? in_blocks * 4 : 16);
+    const bool half_input = prec == Precision::F16;
+    const VkDeviceSize half_bytes = VkDeviceSize{tokens} * ((in_len + 1) / 2) * 4;
+    s.quant_dev.ensure(ctx_, quantize_input ? in_blocks * 32 : half_input ? half_bytes : 16);
+    s.scale_dev.ensure(ctx_, quantize_input ? in_blocks * 4 : half_input ? VkDeviceSize{tokens} * 4 : 16);
     std::memcpy(s.in_stage.buf.mapped, in, in_bytes);
 
     VkDescriptorBufferInfo infos[kBindings] = {
@@ -416,7 +421,7 @@ class VulkanEngine final : public FrozenEngine {
                static_cast<uint32_t>(m.n_blocks), tokens, static_cast<uint32_t>(prec), in_len, 0};
     const uint32_t token_tiles = (tokens + kTileTokens - 1) / kTileTokens;
     const uint32_t gx = input_grad ? static_cast<uint32_t>((m.cols + kTileCols - 1) / kTileCols)
-                                   : static_cast<uint32_t>((m.rows + kTileRows - 1) / kTileRows);
+                                   : static_cast<uint32_t>((m.rows + kForwardTileRows - 1) / kForwardTileRows);
     check_dispatch(gx, 0);
     check_dispatch(token_tiles, 1);
     if (prec == Precision::F16) check_dispatch(tokens, 0);

@@ -4,8 +4,8 @@
 // A workgroup computes a 32-column x 32-token tile of dX (column block b); each of its 64
 // threads owns one column for 16 tokens and accumulates in f32, rows in increasing order.
 //  F32 / F16 mode: it walks the row groups of W (8 rows), staging each 8 x 32 weight tile
-//    and the matching 32-token x 8-row slice of dY. (F16: guard_f16 rounds dY before and dX
-//    after, per row.)
+//    and the matching 32-token x 8-row slice of dY. (F16: dY is read as the halves guard_f16
+//    made of it, activations.glsl; guard_f16 rounds dX after, per row.)
 //  Int8 mode (the cpu engine's definition, src/engine/kernels_int8.h): it walks row blocks
 //    of 32 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
 //    dY first: v[r] = dY[t, r] * dw[r, b] is quantized per (token, row block) here (e, qv),
@@ -17,6 +17,9 @@ layout(local_size_x = 64) in;
 #include "quantize.glsl"
 layout(std430, set = 0, binding = 1) readonly buffer In { float dy[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Out { float dx[]; };
+layout(std430, set = 0, binding = 3) readonly buffer HalfIn { uint xq[]; };       // F16 mode: dY as halves
+layout(std430, set = 0, binding = 4) readonly buffer HalfScale { float xd[]; };  // and their row scales
+#include "activations.glsl"
 
 const uint TILE_ROWS = 8u;
 const uint TILE_TOKENS = 32u;
@@ -46,7 +49,11 @@ void f32_product(uint b, uint t0, uint lid, uint j, uint th) {
     for (uint k = 0u; k < 4u; ++k) {
       const uint idx = lid + 64u * k, tt = idx >> 3, i = idx & 7u;
       const uint t = t0 + tt, r = r0 + i;
-      dy_tile[tt][i] = t < p.T && r < p.rows ? dy[t * p.rows + r] : 0.0;
+      const bool inside = t < p.T && r < p.rows;
+      if (p.mode == MODE_F16)
+        dy_tile[tt][i] = inside ? act_f16(t, r, p.rows) : 0.0;
+      else
+        dy_tile[tt][i] = inside ? dy[t * p.rows + r] : 0.0;
     }
     barrier();
     for (uint k = 0u; k < 16u; ++k) {
