@@ -211,6 +211,33 @@ TEST(VulkanProducts, AsynchronousSubmissionKeepsEachResult) {
               dt.measured ? "" : " (no timestamps on this queue)");
 }
 
+// reserve_forward / reserve_input_grad grow every slot's buffers ahead of a step (waiting
+// for products in flight first); products within and beyond the reserved size stay right.
+TEST(VulkanProducts, ReservedBuffersServeProducts) {
+  OneShapeModel m(QType::Q4_0, 40, 64, 6);
+  NL_VULKAN_ENGINE_OR_SKIP(e, m.model);
+  const nl::WeightHandle h = e->output_handle();
+  const auto x = random_vec(40 * 64, 21);
+  std::vector<float> y(40 * 40), ref(y.size());
+  const nl::EngineTicket t = e->submit_forward(h, x.data(), 3, y.data());  // in flight during reserve
+  e->reserve_forward(h, 20, Precision::F16);
+  e->reserve_input_grad(h, 20, Precision::Int8);
+  e->wait(t);
+  nl::reference_forward(m.W(), x.data(), 3, ref.data());
+  y.resize(3 * 40);
+  ref.resize(3 * 40);
+  const Errors first = compare(y, ref);
+  EXPECT_LE(first.max_abs, kF32Bound * first.ref_scale);
+  y.resize(40 * 40);
+  for (int64_t T : {int64_t{20}, int64_t{40}}) {  // the reserved size, then more
+    e->forward(h, x.data(), T, y.data(), Precision::F16);
+    std::vector<float> r(static_cast<size_t>(T * 40));
+    nl::engine::reference_forward_precision(m.W(), x.data(), T, r.data(), Precision::F16);
+    const Errors err = compare(std::vector<float>(y.begin(), y.begin() + T * 40), r);
+    EXPECT_LE(err.max_abs, kF16Bound * err.ref_scale) << "T=" << T;
+  }
+}
+
 // A zero-token product is a no-op that still gets a ticket; the engine's resident bytes are
 // the device layout's (the quantized bytes plus at most the padding of one row group).
 TEST(VulkanProducts, ZeroTokensAndResidentBytes) {

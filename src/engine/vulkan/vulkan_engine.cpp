@@ -165,6 +165,13 @@ class VulkanEngine final : public FrozenEngine {
     return submit(true, at(h), dY, T, dX, p);
   }
 
+  void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
+    reserve(false, at(h), max_tokens, p);
+  }
+  void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
+    reserve(true, at(h), max_tokens, p);
+  }
+
   void wait(EngineTicket t) override {
     std::lock_guard<std::mutex> lk(mu_);
     while (!pending_.empty() && pending_.front().ticket <= t) complete_oldest();
@@ -369,6 +376,36 @@ class VulkanEngine final : public FrozenEngine {
                                   " workgroups)", "use fewer tokens per batch, or --engine cpu");
   }
 
+  // Grows the slot's buffers to what a product of `tokens` tokens on m needs.
+  void ensure_buffers(Slot& s, bool input_grad, const ResidentMatrix& m, uint32_t tokens, Precision prec) {
+    const VkDeviceSize in_len = static_cast<VkDeviceSize>(input_grad ? m.rows : m.cols);
+    const VkDeviceSize out_len = static_cast<VkDeviceSize>(input_grad ? m.cols : m.rows);
+    const VkDeviceSize in_bytes = tokens * in_len * 4, out_bytes = tokens * out_len * 4;
+    const VkDeviceSize in_blocks = tokens * ((in_len + 31) / 32);
+    s.in_stage.ensure(ctx_, in_bytes);
+    s.out_stage.ensure(ctx_, out_bytes);
+    s.in_dev.ensure(ctx_, in_bytes);
+    s.out_dev.ensure(ctx_, out_bytes);
+    // Int8 forward: X is quantized per 32-block by a pass of its own; the input gradient
+    // quantizes dY (times the weight scales) inside its shader. F16 (both products): the
+    // input becomes packed halves with a scale per row, which the product reads.
+    const bool quantize_input = prec == Precision::Int8 && !input_grad;
+    const bool half_input = prec == Precision::F16;
+    const VkDeviceSize half_bytes = tokens * ((in_len + 1) / 2) * 4;
+    s.quant_dev.ensure(ctx_, quantize_input ? in_blocks * 32 : half_input ? half_bytes : 16);
+    s.scale_dev.ensure(ctx_, quantize_input ? in_blocks * 4 : half_input ? VkDeviceSize{tokens} * 4 : 16);
+  }
+
+  // Grows every slot's buffers now (after the products in flight, which use them), so that
+  // products up to max_tokens make no buffers while a step runs.
+  void reserve(bool input_grad, const ResidentMatrix& m, int64_t max_tokens, Precision prec) {
+    if (max_tokens <= 0) return;
+    if (max_tokens * std::max(m.rows, m.cols) >= (int64_t{1} << 32)) return;  // submit refuses it
+    std::lock_guard<std::mutex> lk(mu_);
+    while (!pending_.empty()) complete_oldest();
+    for (Slot& s : slots_) ensure_buffers(s, input_grad, m, static_cast<uint32_t>(max_tokens), prec);
+  }
+
   EngineTicket submit(bool input_grad, const ResidentMatrix& m, const float* in, int64_t T, float* out, Precision prec) {
     if (T < 0) fail("engine", "negative token count");
     std::lock_guard<std::mutex> lk(mu_);
@@ -388,18 +425,8 @@ class VulkanEngine final : public FrozenEngine {
     const uint32_t tokens = static_cast<uint32_t>(T);
     const VkDeviceSize in_bytes = VkDeviceSize{tokens} * in_len * 4, out_bytes = VkDeviceSize{tokens} * out_len * 4;
     const VkDeviceSize in_blocks = VkDeviceSize{tokens} * ((in_len + 31) / 32);
-    s.in_stage.ensure(ctx_, in_bytes);
-    s.out_stage.ensure(ctx_, out_bytes);
-    s.in_dev.ensure(ctx_, in_bytes);
-    s.out_dev.ensure(ctx_, out_bytes);
-    // Int8 forward: X is quantized per 32-block by a pass of its own; the input gradient
-    // quantizes dY (times the weight scales) inside its shader. F16 (both products): the
-    // input becomes packed halves with a scale per row, which the product reads.
     const bool quantize_input = prec == Precision::Int8 && !input_grad;
-    const bool half_input = prec == Precision::F16;
-    const VkDeviceSize half_bytes = VkDeviceSize{tokens} * ((in_len + 1) / 2) * 4;
-    s.quant_dev.ensure(ctx_, quantize_input ? in_blocks * 32 : half_input ? half_bytes : 16);
-    s.scale_dev.ensure(ctx_, quantize_input ? in_blocks * 4 : half_input ? VkDeviceSize{tokens} * 4 : 16);
+    ensure_buffers(s, input_grad, m, tokens, prec);
     std::memcpy(s.in_stage.buf.mapped, in, in_bytes);
 
     VkDescriptorBufferInfo infos[kBindings] = {
