@@ -23,6 +23,11 @@
 //    and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
 //    types are requantized from the dequantized panel.
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
+//
+// No product allocates (a training step must not): each pool thread's panels are sized when
+// the engine is built, for the largest task of any matrix in any mode, and a task uses the
+// panels of the thread running it (ThreadPool's worker index). The f16/int8 staging grows
+// with the token count; reserve_forward/reserve_input_grad size it before the step loop.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -67,12 +72,43 @@ struct ResidentMatrix {
   const uint8_t* row(int64_t r) const { return row_data + static_cast<size_t>(r) * row_bytes; }
 };
 
-// A panel of up to kTileRows dequantized rows per thread, reused across products.
-float* scratch_panel(int64_t n) {
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
-  return buf.data();
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Column blocks of the input-gradient tasks: aligned to the quantization block (and so to
+// the 32-column int8 blocks: every block size divides or is a multiple of 32).
+int64_t input_grad_cols_per_task(const ResidentMatrix& m) {
+  return std::max<int64_t>(m.block_size, kColsPerTask / m.block_size * m.block_size);
 }
+
+// Rows of the f32 input-gradient panel of a task n columns wide: several row groups, about
+// 32 KiB (see input_grad_task).
+int64_t grad_panel_rows(int64_t n) { return std::clamp<int64_t>(8192 / n / kTileRows, 1, 16) * kTileRows; }
+
+// One pool thread's scratch: dequantized rows (f32 and f16 modes, and int8 for the types
+// without int8 tiles) and the two int8 panels. Sized once (WorkerScratch::reserve_for), so
+// the kernels' own resize() calls never grow them.
+struct alignas(64) WorkerScratch {  // own cache lines: the packers write `blocks` per task
+  std::vector<float> floats;
+  engine::ForwardPanel forward8;
+  engine::GradPanel grad8;
+
+  // Grows the buffers to what the largest task on m needs, for both products, every mode:
+  // the forward tasks' one row group x every column, and the input-gradient tasks' panels
+  // of their column block (every block has the task width but the last, narrower one).
+  void reserve_for(const ResidentMatrix& m) {
+    int64_t n_floats = kTileRows * m.cols, grad_blocks = 0;
+    const int64_t cb = input_grad_cols_per_task(m);
+    for (const int64_t w : {std::min(cb, m.cols), m.cols % cb}) {
+      if (w == 0) continue;
+      n_floats = std::max({n_floats, grad_panel_rows(w) * w, engine::kGradRowBlock * w});
+      grad_blocks = std::max(grad_blocks, ceil_div(w, engine::kQ8Block));
+    }
+    if (static_cast<int64_t>(floats.size()) < n_floats) floats.resize(static_cast<size_t>(n_floats));
+    const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
+    if (forward_blocks > forward8.blocks) forward8.resize(forward_blocks);
+    if (grad_blocks > grad8.blocks) grad8.resize(grad_blocks);
+  }
+};
 
 // Rows [r0, r0 + nr) (one row group), columns [c0, c1) (block aligned) of W as floats.
 void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t r0, int64_t nr, int64_t c0,
@@ -85,11 +121,11 @@ void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t 
   for (int64_t i = 0; i < nr; ++i) dequantize_row(m.type, m.row(r0 + i) + slice_offset, panel + i * ld, c1 - c0);
 }
 
-void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, const float* X, float* Y, int64_t g,
-                  int64_t t0, int64_t t1) {
+void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, WorkerScratch& ws, const float* X, float* Y,
+                  int64_t g, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols;
   const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
-  float* panel = scratch_panel(nr * cols);
+  float* panel = ws.floats.data();
   fill_panel(k, m, r0, nr, 0, cols, panel, cols);
   k.forward(X + t0 * cols, cols, t1 - t0, panel, cols, nr, cols, Y + t0 * rows + r0, rows);
 }
@@ -98,11 +134,11 @@ void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, const 
 // keeps a block of dX in registers over all of them: with one 8-row group per call, dX was
 // loaded and stored once per 8 rows, a large part of why the input gradient took ~2.7x
 // the forward product's time.
-void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, const float* dY, float* dX, int64_t c0,
-                     int64_t c1, int64_t t0, int64_t t1) {
+void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, WorkerScratch& ws, const float* dY,
+                     float* dX, int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
-  const int64_t kGradPanelRows = std::clamp<int64_t>(8192 / n / kTileRows, 1, 16) * kTileRows;
-  float* panel = scratch_panel(kGradPanelRows * n);
+  const int64_t kGradPanelRows = grad_panel_rows(n);
+  float* panel = ws.floats.data();
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
   for (int64_t r0 = 0; r0 < rows; r0 += kGradPanelRows) {
     const int64_t nr = std::min(kGradPanelRows, rows - r0);
@@ -125,14 +161,14 @@ bool int8_native(const ResidentMatrix& m) {
 }
 
 void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                       const Int8Rows& x, float* Y, int64_t g, int64_t t0, int64_t t1) {
-  thread_local engine::ForwardPanel panel;
+                       WorkerScratch& ws, const Int8Rows& x, float* Y, int64_t g, int64_t t0, int64_t t1) {
+  engine::ForwardPanel& panel = ws.forward8;
   const int64_t rows = m.rows, cols = m.cols;
   const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
   if (int8_native(m)) {
     k8.pack_forward_tiles(m.tiles, g, panel);
   } else {
-    float* floats = scratch_panel(nr * cols);
+    float* floats = ws.floats.data();
     fill_panel(k, m, r0, nr, 0, cols, floats, cols);
     k8.pack_forward_floats(floats, cols, nr, cols, panel);
   }
@@ -142,8 +178,9 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          const float* dY, float* dX, int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
-  thread_local engine::GradPanel panel;
+                          WorkerScratch& ws, const float* dY, float* dX, int64_t c0, int64_t c1, int64_t t0,
+                          int64_t t1) {
+  engine::GradPanel& panel = ws.grad8;
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
   for (int64_t rb = 0; rb * engine::kGradRowBlock < rows; ++rb) {
@@ -151,7 +188,7 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
     if (int8_native(m)) {
       k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
     } else {
-      float* floats = scratch_panel(engine::kGradRowBlock * n);
+      float* floats = ws.floats.data();
       for (int64_t i = 0; i < nrows; i += kTileRows)
         fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
       k8.pack_grad_floats(floats, n, nrows, n, panel);
@@ -175,6 +212,10 @@ class CpuEngine final : public FrozenEngine {
     for (int64_t l = 0; l < n_layer_; ++l)
       for (int p = 0; p < kNumProj; ++p) add(model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p)));
     add(model.weights.output.present() ? model.weights.output : model.weights.tok_embd);
+    // Touched now (resize writes every element), so the first products do not fault pages in either.
+    scratch_.resize(static_cast<size_t>(pool_.size()));
+    for (WorkerScratch& ws : scratch_)
+      for (const ResidentMatrix& m : mats_) ws.reserve_for(m);
     dispatcher_ = std::thread([this] { dispatch_loop(); });
   }
 
@@ -211,6 +252,24 @@ class CpuEngine final : public FrozenEngine {
   void wait(EngineTicket t) override {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= t; });
+  }
+
+  // The staging of the f16 and int8 modes (the per-thread panels are sized already). Under
+  // the lock with nothing in flight: the dispatcher touches the staging only while it runs
+  // a job, and it takes a job only under the lock.
+  void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
+    const ResidentMatrix& m = at(h);
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
+    if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block));
+  }
+  void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
+    const ResidentMatrix& m = at(h);
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
+    // int8 input gradients requantize dY inside each task's panel: no staging.
   }
 
   size_t resident_weight_bytes() const override {
@@ -310,25 +369,34 @@ class CpuEngine final : public FrozenEngine {
     const int64_t n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
     if (kind == Job::Forward) {
       const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
-      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i) {
+      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i, int worker) {
         const int64_t g = i / n_tblocks, tb = i % n_tblocks;
-        forward_task(kernels_, m, in, out, g, tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+        forward_task(kernels_, m, scratch(worker), in, out, g, tb * kTokensPerTask,
+                     std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
       const int64_t cols = m.cols, cb_size = input_grad_cols_per_task(m);
       const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
-      pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i) {
+      pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i, int worker) {
         const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
-        input_grad_task(kernels_, m, in, out, cb * cb_size, std::min(cols, (cb + 1) * cb_size), tb * kTokensPerTask,
-                        std::min(T, (tb + 1) * kTokensPerTask));
+        input_grad_task(kernels_, m, scratch(worker), in, out, cb * cb_size, std::min(cols, (cb + 1) * cb_size),
+                        tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     }
   }
 
-  // Column blocks of the input-gradient tasks: aligned to the quantization block (and so to
-  // the 32-column int8 blocks: every block size divides or is a multiple of 32).
-  static int64_t input_grad_cols_per_task(const ResidentMatrix& m) {
-    return std::max<int64_t>(m.block_size, kColsPerTask / m.block_size * m.block_size);
+  WorkerScratch& scratch(int worker) { return scratch_[static_cast<size_t>(worker)]; }
+
+  // The staging grows only here: from reserve_*, or at a product larger than reserved.
+  void grow_f16_staging(int64_t T, int64_t n_in) {
+    if (static_cast<int64_t>(staged_.size()) < T * n_in) staged_.resize(static_cast<size_t>(T * n_in));
+    if (static_cast<int64_t>(row_scale_.size()) < T) row_scale_.resize(static_cast<size_t>(T));
+  }
+  void grow_int8_rows(int64_t T, int64_t blocks) {
+    if (static_cast<int64_t>(x8_.d.size()) >= T * blocks) return;
+    x8_.q.resize(static_cast<size_t>(T * blocks * engine::kQ8Block));
+    x8_.d.resize(static_cast<size_t>(T * blocks));
+    x8_.sum.resize(static_cast<size_t>(T * blocks));
   }
 
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
@@ -343,8 +411,7 @@ class CpuEngine final : public FrozenEngine {
     const int64_t T = job.T;
     const int64_t n_in = job.kind == Job::Forward ? m.cols : m.rows;
     const int64_t n_out = job.kind == Job::Forward ? m.rows : m.cols;
-    if (static_cast<int64_t>(staged_.size()) < T * n_in) staged_.resize(static_cast<size_t>(T * n_in));
-    if (static_cast<int64_t>(row_scale_.size()) < T) row_scale_.resize(static_cast<size_t>(T));
+    grow_f16_staging(T, n_in);
     for_token_ranges(T, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
         row_scale_[static_cast<size_t>(t)] =
@@ -363,29 +430,26 @@ class CpuEngine final : public FrozenEngine {
     if (job.kind == Job::Forward) {
       const int64_t cols = m.cols, blocks = (cols + engine::kQ8Block - 1) / engine::kQ8Block;
       x8_.blocks = blocks;
-      if (static_cast<int64_t>(x8_.d.size()) < T * blocks) {
-        x8_.q.resize(static_cast<size_t>(T * blocks * engine::kQ8Block));
-        x8_.d.resize(static_cast<size_t>(T * blocks));
-        x8_.sum.resize(static_cast<size_t>(T * blocks));
-      }
+      grow_int8_rows(T, blocks);
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
       const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
-      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i) {
+      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i, int worker) {
         const int64_t g = i / n_tblocks, tb = i % n_tblocks;
-        forward_task_int8(kernels_, int8_, m, x8_, job.out, g, tb * kTokensPerTask,
+        forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, tb * kTokensPerTask,
                           std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
       const int64_t cols = m.cols, cb_size = input_grad_cols_per_task(m);
       const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
-      pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i) {
+      pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i, int worker) {
         const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
-        input_grad_task_int8(kernels_, int8_, m, job.in, job.out, cb * cb_size, std::min(cols, (cb + 1) * cb_size),
-                             tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+        input_grad_task_int8(kernels_, int8_, m, scratch(worker), job.in, job.out, cb * cb_size,
+                             std::min(cols, (cb + 1) * cb_size), tb * kTokensPerTask,
+                             std::min(T, (tb + 1) * kTokensPerTask));
       });
     }
   }
@@ -394,6 +458,7 @@ class CpuEngine final : public FrozenEngine {
   const engine::Int8Kernels& int8_;
   const engine::F16Kernels& f16_;
   ThreadPool pool_;
+  std::vector<WorkerScratch> scratch_;  // one per pool thread, by worker index
   // Staging of the f16 and int8 modes, reused by every product (products run one at a time,
   // on the dispatcher thread): activation-sized, never weight-sized.
   std::vector<float> staged_;

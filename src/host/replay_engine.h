@@ -42,6 +42,12 @@ class ReplayEngine final : public FrozenEngine {
   EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y, Precision p) override;
   EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX, Precision p) override;
   void wait(EngineTicket t) override;
+  void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
+    inner_.reserve_forward(h, max_tokens, p);
+  }
+  void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
+    inner_.reserve_input_grad(h, max_tokens, p);
+  }
   size_t resident_bytes() const override { return inner_.resident_bytes(); }
   size_t resident_weight_bytes() const override { return inner_.resident_weight_bytes(); }
   EngineDeviceTime device_time() const override { return inner_.device_time(); }

@@ -91,6 +91,12 @@ class TimedEngine final : public FrozenEngine {
                                  Precision p = Precision::F32) override;
   // Charged to the host clock's Wait category.
   void wait(EngineTicket t) override;
+  void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
+    inner_.reserve_forward(h, max_tokens, p);
+  }
+  void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
+    inner_.reserve_input_grad(h, max_tokens, p);
+  }
   size_t resident_bytes() const override { return inner_.resident_bytes(); }
   size_t resident_weight_bytes() const override { return inner_.resident_weight_bytes(); }
   // The wrapped backend's own device clock (Vulkan timestamps), passed through.

@@ -6,8 +6,9 @@
 //     output head (engine forward), log-softmax + NLL, and straight back through the head
 //     (engine input grad) and the final norm into the gradient of the last block's output;
 //  3. for each block from the last: recompute its forward from the checkpoint (the frozen
-//     products go through the engine again), then back-propagate through it, adding the
-//     LoRA gradients into `grads`.
+//     products go through the engine again, all but the down projection: backward never
+//     reads its output), then back-propagate through it, adding the LoRA gradients into
+//     `grads`.
 // Frozen products are submitted to the engine asynchronously while the host computes the
 // LoRA branch of the same projection (on StepOptions::host_threads threads: the core-sharing
 // policy). All buffers belong to one memory plan (memory_plan.h): one arena sized from the
@@ -143,6 +144,26 @@ struct TrainStep::Impl : StepBuffers {
     sup.reserve(static_cast<size_t>(T));
     chunk_labels.reserve(static_cast<size_t>(C));
     row_nll.resize(static_cast<size_t>(C));
+    reserve_engine_staging(T, C);
+  }
+
+  // The engine's f16/int8 staging grows with the tokens of a product: sized here for the
+  // modes of the precision plan (f32 products need none), so that warm steps allocate
+  // nothing in the engine either. A plan whose modes change later (calibration tries them
+  // one by one) grows it at the first larger product instead.
+  void reserve_engine_staging(int64_t T, int64_t C) {
+    const PrecisionPlan* plan = opt.precision;
+    if (!plan || plan->n_layer != cfg.n_layer) return;  // no plan, or a mismatch the constructor refuses
+    for (int64_t l = 0; l < cfg.n_layer; ++l)
+      for (int i = 0; i < kNumProj; ++i) {
+        const Proj p = static_cast<Proj>(i);
+        const WeightHandle h = engine.handle(l, p);
+        engine.reserve_forward(h, T, plan->at(l, p, FrozenProduct::Forward));
+        engine.reserve_forward(h, T, plan->at(l, p, FrozenProduct::Recompute));
+        engine.reserve_input_grad(h, T, plan->at(l, p, FrozenProduct::InputGrad));
+      }
+    engine.reserve_forward(engine.output_handle(), C, plan->head_forward);
+    engine.reserve_input_grad(engine.output_handle(), C, plan->head_input_grad);
   }
 
   void plan(int64_t T, int64_t rank) {
@@ -212,7 +233,8 @@ struct TrainStep::Impl : StepBuffers {
   }
 
   // Forward of block l from x_in; keeps every activation backward needs in the layer
-  // buffers, and writes the block output to x_out when given.
+  // buffers, and writes the block output to x_out when given. When recomputing
+  // (forward_kind == Recompute) it stops once those activations are made: see the MLP.
   void layer_forward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a, float dropout,
                      uint64_t seed, float* x_out) {
     bind(slot_of(l));
@@ -265,6 +287,19 @@ struct TrainStep::Impl : StepBuffers {
     engine.wait(tu);
     if (en(Proj::Gate)) adapter_up(br(Proj::Gate), zp(Proj::Gate), T, g.data());
     if (en(Proj::Up)) adapter_up(br(Proj::Up), zp(Proj::Up), T, u.data());
+    if (fk == FrozenProduct::Recompute) {
+      // Backward reads neither the down projection's output (its gradient dh comes from the
+      // block's output gradient alone) nor, without a LoRA branch there, its input h
+      // (swiglu_backward uses g and u). So a recomputed block skips the frozen down product
+      // and keeps only what the branch's parameter gradients need: h and z = dropout(h)·Aᵀ,
+      // made on every host thread since the engine is idle.
+      if (en(Proj::Down)) {
+        swiglu_forward(g.data(), u.data(), h.data(), T * ff, pool);
+        HostClock::Scope s(clock, HostClock::Adapter);
+        lora_down(br(Proj::Down), h.data(), T, zp(Proj::Down), pool, lora_u.data());
+      }
+      return;
+    }
     swiglu_forward(g.data(), u.data(), h.data(), T * ff, pool);
 
     EngineTicket td = engine.submit_forward(engine.handle(l, Proj::Down), h.data(), T, d_out.data(), mode(l, Proj::Down, fk));

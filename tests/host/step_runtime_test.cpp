@@ -14,6 +14,7 @@
 #include "alloc_counter.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/host/memory_plan.h"
+#include "nightlora/host/precision_plan.h"
 #include "nightlora/host/train_step.h"
 #include "nightlora/modelio/synth.h"
 #include "nightlora/util/error.h"
@@ -130,9 +131,10 @@ TEST(StepRuntime, BreakdownAccountsForTheStep) {
     EXPECT_GT(t.attention_s, 0.0);
     EXPECT_GT(t.frozen_forward_s, 0.0);
     EXPECT_GT(t.frozen_input_grad_s, 0.0);
-    // 7 forward + 7 input-gradient products per block, 7 recompute products per recomputed
-    // block, and a forward + input gradient of the output head per loss chunk.
-    EXPECT_EQ(t.products, 14 * L + 7 * (L - keep) + 2 * chunks);
+    // 7 forward + 7 input-gradient products per block, 6 recompute products per recomputed
+    // block (all but the down projection, whose output backward never reads), and a forward
+    // + input gradient of the output head per loss chunk.
+    EXPECT_EQ(t.products, 14 * L + 6 * (L - keep) + 2 * chunks);
     if (keep == L) EXPECT_EQ(t.frozen_recompute_s, 0.0);
     else EXPECT_GT(t.frozen_recompute_s, 0.0);
     EXPECT_LE(t.frozen_s(), t.wall_s * 1.02 + 1e-3) << "one engine cannot be busy longer than the step";
@@ -147,38 +149,47 @@ TEST(StepRuntime, BreakdownAccountsForTheStep) {
 }
 
 // After the first step, steps allocate nothing, in any thread, for any batch within the
-// plan, with dropout on or off, and validation too. The engine runs single-threaded here:
-// its per-thread panels grow on a thread's first task of each size, and which pool thread
-// gets which task is up to the scheduler; on one thread the first step sizes them all. The
-// host side runs its two pools with two threads each.
+// plan, with dropout on or off, and validation too; with a single- and a multi-threaded
+// engine (its per-thread panels are sized when it is built, whichever thread runs which
+// task), and with every product in f32, f16 or int8 (the engine's staging is sized from
+// the memory plan's tokens). The host side runs its two pools with two threads each.
 TEST(StepRuntime, WarmStepsAllocateNothing) {
   nltest::TempDir dir;
   const auto model = tiny_model(dir, "tiny-qwen3", 2);
-  auto engine = nl::make_engine(*model, {"cpu", 1});
   const int64_t V = model->config.vocab;
-  const nl::Batch first = nltest::make_batch({50, 46}, V, 3, 1);
+  const nl::Batch first = nltest::make_batch({30, 26}, V, 3, 1);
   const nl::Batch others[] = {nltest::make_batch({96}, V, 10, 2), nltest::make_batch({20, 20, 20, 20}, V, 2, 3),
                               nltest::make_batch({7, 60}, V, 0, 4)};
-  for (float dropout : {0.0f, 0.2f}) {
-    SCOPED_TRACE("dropout " + std::to_string(dropout));
-    const nl::LoraAdapter a = adapter_for(*model, dropout);
-    const nl::MemoryPlan plan = plan_for(*model, a, 96, 1);
-    nl::StepOptions so;
-    so.threads = 2;
-    so.host_threads = 2;
-    so.loss_chunk = 16;
-    so.memory = &plan;
-    nl::TrainStep step(*model, *engine, so);
-    nl::LoraAdapter g = a.zeros_like();
-    step.forward_backward(first, a, g, 0.01f, 1);
-    step.forward_only(first, a);
-    nltest::AllocCounter counter;
-    uint64_t seed = 2;
-    for (const nl::Batch& b : others) {
-      step.forward_backward(b, a, g, 0.01f, seed++);
-      step.forward_only(b, a);
+  for (int engine_threads : {1, 2}) {
+    auto engine = nl::make_engine(*model, {"cpu", engine_threads});
+    for (nl::Precision mode : {nl::Precision::F32, nl::Precision::F16, nl::Precision::Int8}) {
+      const nl::PrecisionPlan precision = nl::PrecisionPlan::uniform(model->config.n_layer, mode);
+      for (float dropout : {0.0f, 0.2f}) {
+        SCOPED_TRACE("engine threads " + std::to_string(engine_threads) + ", " + nl::precision_name(mode) +
+                     ", dropout " + std::to_string(dropout));
+        const nl::LoraAdapter a = adapter_for(*model, dropout);
+        const nl::MemoryPlan plan = plan_for(*model, a, 96, 1);
+        nl::StepOptions so;
+        so.threads = 2;
+        so.host_threads = 2;
+        so.loss_chunk = 16;
+        so.memory = &plan;
+        so.precision = &precision;
+        // The first batch is smaller than the plan's: the staging must come from the plan,
+        // not from the largest product seen so far.
+        nl::TrainStep step(*model, *engine, so);
+        nl::LoraAdapter g = a.zeros_like();
+        step.forward_backward(first, a, g, 0.01f, 1);
+        step.forward_only(first, a);
+        nltest::AllocCounter counter;
+        uint64_t seed = 2;
+        for (const nl::Batch& b : others) {
+          step.forward_backward(b, a, g, 0.01f, seed++);
+          step.forward_only(b, a);
+        }
+        EXPECT_EQ(counter.allocations(), 0) << counter.allocated_bytes() << " bytes allocated in warm steps";
+      }
     }
-    EXPECT_EQ(counter.allocations(), 0) << counter.allocated_bytes() << " bytes allocated in warm steps";
   }
 }
 

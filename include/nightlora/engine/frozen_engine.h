@@ -76,6 +76,16 @@ class FrozenEngine {
   // Blocks until the product with this ticket (and every earlier one) is done.
   virtual void wait(EngineTicket t) = 0;
 
+  // The caller will submit forward (input-gradient) products on h of at most max_tokens
+  // tokens in mode p: the backend makes now whatever scratch they need, so that those
+  // products allocate nothing (a training step's rule, tests/host/step_runtime_test.cpp).
+  // Waits for the products in flight first. Optional: a larger product still runs (it may
+  // allocate). The default does nothing, for backends whose products need no host scratch.
+  virtual void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) { (void)h, (void)max_tokens, (void)p; }
+  virtual void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) {
+    (void)h, (void)max_tokens, (void)p;
+  }
+
   // Bytes the engine keeps for the base weights: the resident weight bytes plus its own
   // metadata (handles, shapes). Scratch used while a product runs is not included; it is
   // a few rows per thread, never a whole matrix.

@@ -30,11 +30,17 @@ class ThreadPool {
   // handed out one at a time, so uneven tasks balance. One loop at a time per pool.
   // The task is called through a non-owning reference (no std::function is made), so a
   // loop allocates nothing: the training step's "no allocation per step" rule relies on it.
+  // A task may also take the index of the thread running it, task(i, worker) with worker
+  // in [0, size()) (0: the thread that called parallel_for): no two tasks running at once
+  // share a worker index, so per-worker scratch sized before the loop needs no lock and
+  // never grows inside it.
   template <class F>
   void parallel_for(int64_t n_tasks, F&& task) {
     using Fn = std::remove_reference_t<F>;
-    run_tasks(n_tasks, TaskRef{const_cast<void*>(static_cast<const void*>(&task)),
-                               [](void* f, int64_t i) { (*static_cast<Fn*>(f))(i); }});
+    run_tasks(n_tasks, TaskRef{const_cast<void*>(static_cast<const void*>(&task)), [](void* f, int64_t i, int worker) {
+                                 if constexpr (std::is_invocable_v<Fn&, int64_t, int>) (*static_cast<Fn*>(f))(i, worker);
+                                 else (*static_cast<Fn*>(f))(i);
+                               }});
   }
 
   // Splits [0, n) into about `size() * 4` contiguous ranges and runs body(begin, end) on
@@ -51,12 +57,12 @@ class ThreadPool {
   // A callable seen through a pointer: valid while the parallel_for that made it runs.
   struct TaskRef {
     void* obj = nullptr;
-    void (*call)(void*, int64_t) = nullptr;
-    void operator()(int64_t i) const { call(obj, i); }
+    void (*call)(void*, int64_t, int) = nullptr;
+    void operator()(int64_t i, int worker) const { call(obj, i, worker); }
   };
   void run_tasks(int64_t n_tasks, TaskRef task);
-  void worker_main();
-  void drain();
+  void worker_main(int worker);
+  void drain(int worker);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
