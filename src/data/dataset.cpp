@@ -201,6 +201,13 @@ struct Parser {
       auto pos = what.find("] ");
       fail(where(line), "malformed JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2)),
            "each line must be one complete JSON object");
+    } catch (const json::out_of_range& ex) {
+      // The parser refuses a number beyond a double's range (e.g. 1e400) with
+      // "[json.exception.out_of_range.406] number overflow parsing '1e400'".
+      std::string what = ex.what();
+      auto pos = what.find("] ");
+      fail(where(line), "a number too large for a double: " + (pos == std::string::npos ? what : what.substr(pos + 2)),
+           "numbers must lie within about +-1.8e308; data lines hold strings, so quote it if it is text");
     }
     if (!obj.is_object()) fail(where(line), std::string("expected a JSON object, found ") + obj.type_name(), kFormatHint);
     DataFormat f = detect(obj, line);

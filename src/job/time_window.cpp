@@ -56,8 +56,15 @@ std::string TimeWindow::text() const {
 }
 
 std::string format_duration(double seconds) {
-  long long s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  if (std::isinf(seconds) && seconds > 0) return "unlimited";
+  if (!(seconds > 0)) return "0s";  // negative or NaN
   char buf[48];
+  // Below 10 s the fraction matters (a 0.5 s budget must not read "0s"): 3 significant digits.
+  if (seconds < 9.995) {
+    std::snprintf(buf, sizeof(buf), "%.3gs", seconds);
+    return buf;
+  }
+  long long s = static_cast<long long>(std::llround(seconds));
   if (s >= 3600) std::snprintf(buf, sizeof(buf), "%lldh%02lldm", s / 3600, (s % 3600) / 60);
   else if (s >= 60) std::snprintf(buf, sizeof(buf), "%lldm%02llds", s / 60, s % 60);
   else std::snprintf(buf, sizeof(buf), "%llds", s);

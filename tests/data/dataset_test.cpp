@@ -115,6 +115,23 @@ TEST(DatasetErrors, MalformedJsonNamesFileAndLine) {
   EXPECT_NE(err.find("malformed JSON"), std::string::npos) << err;
 }
 
+// nlohmann refuses 1e400 with an out_of_range exception, not a parse error: it must still be
+// an nl::Error naming the file and line, not an "internal error".
+TEST(DatasetErrors, NumberTooLargeForADoubleNamesFileAndLine) {
+  CharTokenizer tok;
+  for (const char* bad : {"{\"text\": 1e400}", "{\"text\": \"a\", \"n\": -1e999}", "[1e309]"}) {
+    std::string err;
+    try {
+      parse(std::string("{\"text\": \"ok\"}\n") + bad + "\n", tok);
+    } catch (const nl::Error& e) {
+      err = e.what();
+    }
+    EXPECT_NE(err.find("d.jsonl:2"), std::string::npos) << bad << ": " << err;
+    EXPECT_NE(err.find("too large for a double"), std::string::npos) << bad << ": " << err;
+    EXPECT_NE(err.find("quote it"), std::string::npos) << bad << ": " << err;
+  }
+}
+
 TEST(DatasetErrors, EachBadLineIsAClearError) {
   CharTokenizer tok;
   struct Case {

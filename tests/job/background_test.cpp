@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <filesystem>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -115,6 +116,17 @@ TEST(TimeWindow, ParsesAndCrossesMidnight) {
     EXPECT_THROW(nl::TimeWindow::parse(bad), nl::Error) << bad;
   EXPECT_EQ(nl::format_duration(3 * 3600 + 5 * 60), "3h05m");
   EXPECT_EQ(nl::format_duration(42), "42s");
+  // Sub-second and short budgets keep their fraction.
+  EXPECT_EQ(nl::format_duration(0.5), "0.5s");
+  EXPECT_EQ(nl::format_duration(0.25), "0.25s");
+  EXPECT_EQ(nl::format_duration(0.0012), "0.0012s");
+  EXPECT_EQ(nl::format_duration(2.0), "2s");
+  EXPECT_EQ(nl::format_duration(9.5), "9.5s");
+  EXPECT_EQ(nl::format_duration(9.999), "10s");
+  EXPECT_EQ(nl::format_duration(59.6), "1m00s");
+  EXPECT_EQ(nl::format_duration(0), "0s");
+  EXPECT_EQ(nl::format_duration(-3), "0s");
+  EXPECT_EQ(nl::format_duration(std::numeric_limits<double>::infinity()), "unlimited");
 }
 
 TEST(PauseControl, SignalsPauseAndResume) {

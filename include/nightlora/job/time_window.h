@@ -27,7 +27,8 @@ class TimeWindow {
   int end_ = 0;
 };
 
-// "3h05m", "42m10s", "12s": for messages about waits.
+// "3h05m", "42m10s", "12s", "0.5s", "0.0012s": for messages about waits and budgets (below
+// 10 s with 3 significant digits).
 std::string format_duration(double seconds);
 
 }  // namespace nl
