@@ -86,4 +86,12 @@ std::string node_with_oracles() {
   return "node";
 }
 
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = nd(rng) * scale;
+  return v;
+}
+
 }  // namespace nltest

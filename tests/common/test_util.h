@@ -1,5 +1,6 @@
 // Helpers shared by all test programs: where the shared models are, how to run the CLI.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -53,5 +54,8 @@ void write_text(const fs::path& p, const std::string& s);
 std::string python_with_torch();
 // Path to node with tools/js/node_modules installed; empty if missing.
 std::string node_with_oracles();
+
+// n floats drawn from N(0, scale^2) by a seeded mt19937: the same values on every machine.
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f);
 
 }  // namespace nltest

@@ -16,6 +16,7 @@
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "alloc_probe.h"
+#include "test_util.h"
 
 namespace {
 
@@ -58,13 +59,7 @@ struct MatrixModel {
   }
 };
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using nltest::random_vec;
 
 // max |a-b| / max(1, max|b|)
 double rel_max_err(const std::vector<float>& a, const std::vector<double>& b) {

@@ -21,6 +21,7 @@
 #include "nightlora/quant/qtype.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "test_util.h"
 
 namespace {
 
@@ -36,13 +37,7 @@ constexpr double kF16VsF32 = 2e-3;
 constexpr double kInt8VsF32 = 2.5e-2;
 constexpr double kInt8RequantizedVsF32 = 4e-2;
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng) * scale;
-  return v;
-}
+using nltest::random_vec;
 
 // A one-layer model whose 8 matrices all have one shape (the engine needs a whole model).
 struct OneShapeModel {

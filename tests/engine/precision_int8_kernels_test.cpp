@@ -14,6 +14,7 @@
 #include "../../src/engine/kernels_int8.h"
 #include "../../src/engine/tile_layout.h"
 #include "nightlora/quant/qtype.h"
+#include "test_util.h"
 
 namespace {
 
@@ -33,13 +34,7 @@ std::vector<const Int8Kernels*> simd_sets() {
   return sets;
 }
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng) * scale;
-  return v;
-}
+using nltest::random_vec;
 
 struct Tiled {
   std::vector<uint8_t> bytes;

@@ -19,6 +19,7 @@
 #include "nightlora/quant/qtype.h"
 #include "nightlora/tokenizer/tokenizer.h"  // complete type for Model's unique_ptr<Tokenizer>
 #include "nightlora/util/error.h"
+#include "test_util.h"
 
 namespace {
 
@@ -57,13 +58,7 @@ struct OneShapeModel {
   const nl::TensorView& first() const { return model.weights.layers[0].wq; }
 };
 
-std::vector<float> random_vec(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using nltest::random_vec;
 
 // The instruction sets of this build and CPU, by the names EngineOptions::isa takes.
 std::vector<std::string> isas_here() {

@@ -25,19 +25,14 @@
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "vulkan_test_util.h"
+#include "test_util.h"
 
 namespace {
 
 using nl::Precision;
 using nl::QType;
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng) * scale;
-  return v;
-}
+using nltest::random_vec;
 
 // A one-layer model whose 8 matrices (7 projections + head) all have one shape.
 struct OneShapeModel {
