@@ -1,5 +1,6 @@
 // LoRA configuration parsing and PEFT-style adapter initialisation.
 #include "nightlora/host/lora.h"
+#include "ops.h"
 
 #include <cmath>
 #include <sstream>
@@ -82,6 +83,9 @@ LoraAdapter LoraAdapter::init(const ModelConfig& m, const LoraConfig& cfg) {
     for (int p = 0; p < kNumProj; ++p) {
       if (!cfg.targets[static_cast<size_t>(p)]) continue;
       auto [in, out] = proj_shape(m, static_cast<Proj>(p));
+      if (cfg.rank > kMaxLoraRank)
+        fail("--rank " + std::to_string(cfg.rank), "rank above " + std::to_string(kMaxLoraRank) + " is not supported",
+             "use a rank of at most " + std::to_string(kMaxLoraRank) + " (LoRA ranks are usually 4-64)");
       if (cfg.rank > in || cfg.rank > out)
         fail("--rank " + std::to_string(cfg.rank),
              std::string("rank is larger than a dimension of projection '") + proj_name(static_cast<Proj>(p)) + "' (" +

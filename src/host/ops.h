@@ -73,6 +73,8 @@ void add_inplace(float* y, const float* x, int64_t n);                 // y += x
 void add_bias(float* y, const float* b, int64_t rows, int64_t n);      // y[r] += b
 
 // ---- LoRA branch: y += scale · (dropout(x)·Aᵀ)·Bᵀ ----
+// The largest rank the branch's kernels take (they keep rank-sized blocks on the stack).
+inline constexpr int64_t kMaxLoraRank = 4096;
 struct LoraBranch {
   const float* A;  // rank x in
   const float* B;  // out x rank

@@ -4,6 +4,7 @@
 // Dropout masks come from a counter-based hash of (key, t, c), so recomputation regenerates
 // them instead of storing them. Reductions over tokens are split over output elements so
 // each is summed by one task in token order (deterministic for any thread count).
+#include <algorithm>
 #include <cstring>
 
 #include "det_rng.h"
@@ -45,23 +46,49 @@ void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadP
 }
 
 void lora_up_add(const LoraBranch& L, const float* z, int64_t T, float* y, ThreadPool& pool) {
+  // y[t, o] += scale · Σ_j z[t,j]·B[o,j], as rank axpys over a block of outputs: B's block
+  // is transposed on the stack (kBlockFloats) so the inner loop runs along contiguous o.
+  constexpr int64_t kBlockFloats = kMaxLoraRank;
+  const int64_t r = L.rank, block = std::max<int64_t>(1, kBlockFloats / r);
   parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t)
-      for (int64_t o = 0; o < L.out; ++o) y[t * L.out + o] += L.scale * dot_f32(z + t * L.rank, L.B + o * L.rank, L.rank);
+    float bt[kBlockFloats];
+    for (int64_t o0 = 0; o0 < L.out; o0 += block) {
+      const int64_t nb = std::min(block, L.out - o0);
+      for (int64_t o = 0; o < nb; ++o)
+        for (int64_t j = 0; j < r; ++j) bt[j * nb + o] = L.scale * L.B[(o0 + o) * r + j];
+      for (int64_t t = t0; t < t1; ++t) {
+        float* yt = y + t * L.out + o0;
+        for (int64_t j = 0; j < r; ++j) {
+          const float a = z[t * r + j];
+          const float* b = bt + j * nb;
+          for (int64_t o = 0; o < nb; ++o) yt[o] += a * b[o];
+        }
+      }
+    }
   });
 }
 
 void lora_backward_params(const LoraBranch& L, const float* x, const float* z, const float* dy, int64_t T, float* dA,
                           float* dB, float* u_scratch, float* dz, ThreadPool& pool) {
   const int64_t r = L.rank;
-  // dB[o, j] += scale · Σ_t dy[t,o]·z[t,j]
-  parallel_rows(pool, L.out, 16, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; ++o)
-      for (int64_t j = 0; j < r; ++j) {
-        float acc = 0;
-        for (int64_t t = 0; t < T; ++t) acc += dy[t * L.out + o] * z[t * r + j];
-        dB[o * r + j] += L.scale * acc;
+  // dB[o, j] += scale · Σ_t dy[t,o]·z[t,j], for a block of outputs at a time so dy is read
+  // along its rows (each sum still runs over t in order: thread count does not matter).
+  constexpr int64_t kAccFloats = kMaxLoraRank;
+  const int64_t ob = std::max<int64_t>(1, std::min<int64_t>(16, kAccFloats / r));
+  parallel_rows(pool, L.out, ob, [&](int64_t o0, int64_t o1) {
+    float acc[kAccFloats];
+    const int64_t nb = o1 - o0;
+    std::fill(acc, acc + nb * r, 0.0f);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* zt = z + t * r;
+      for (int64_t o = 0; o < nb; ++o) {
+        const float d = dy[t * L.out + o0 + o];
+        float* a = acc + o * r;
+        for (int64_t j = 0; j < r; ++j) a[j] += d * zt[j];
       }
+    }
+    for (int64_t o = 0; o < nb; ++o)
+      for (int64_t j = 0; j < r; ++j) dB[(o0 + o) * r + j] += L.scale * acc[o * r + j];
   });
   // dz[t, j] = scale · Σ_o dy[t,o]·B[o,j];  u = dropout(x)
   parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
@@ -78,12 +105,13 @@ void lora_backward_params(const LoraBranch& L, const float* x, const float* z, c
   });
   const float* u = L.dropout > 0.0f ? u_scratch : x;
   // dA[j, c] += Σ_t dz[t,j]·u[t,c]   (split over blocks of columns)
+  // (tokens outermost, so the task's slice of dA stays in cache while u streams through once)
   parallel_rows(pool, L.in, 64, [&](int64_t c0, int64_t c1) {
-    for (int64_t j = 0; j < r; ++j) {
-      float* dAj = dA + j * L.in;
-      for (int64_t t = 0; t < T; ++t) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float* ut = u + t * L.in;
+      for (int64_t j = 0; j < r; ++j) {
         const float d = dz[t * r + j];
-        const float* ut = u + t * L.in;
+        float* dAj = dA + j * L.in;
         for (int64_t c = c0; c < c1; ++c) dAj[c] += d * ut[c];
       }
     }
@@ -93,13 +121,24 @@ void lora_backward_params(const LoraBranch& L, const float* x, const float* z, c
 void lora_backward_input(const LoraBranch& L, const float* dz, int64_t T, float* dx, ThreadPool& pool) {
   const int64_t r = L.rank;
   // dx[t, c] += mask[t,c] · Σ_j dz[t,j]·A[j,c]
+  // (per block of columns: the rank rows of A are read along c, the sums kept on the stack)
+  constexpr int64_t kCols = 512;
   parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
+    float acc[kCols];
     for (int64_t t = t0; t < t1; ++t) {
       float* dxt = dx + t * L.in;
-      for (int64_t c = 0; c < L.in; ++c) {
-        float acc = 0;
-        for (int64_t j = 0; j < r; ++j) acc += dz[t * r + j] * L.A[j * L.in + c];
-        dxt[c] += L.dropout > 0.0f ? acc * keep_factor(L, t, c) : acc;
+      for (int64_t c0 = 0; c0 < L.in; c0 += kCols) {
+        const int64_t nc = std::min(kCols, L.in - c0);
+        std::fill(acc, acc + nc, 0.0f);
+        for (int64_t j = 0; j < r; ++j) {
+          const float d = dz[t * r + j];
+          const float* Aj = L.A + j * L.in + c0;
+          for (int64_t c = 0; c < nc; ++c) acc[c] += d * Aj[c];
+        }
+        if (L.dropout > 0.0f)
+          for (int64_t c = 0; c < nc; ++c) dxt[c0 + c] += acc[c] * keep_factor(L, t, c0 + c);
+        else
+          for (int64_t c = 0; c < nc; ++c) dxt[c0 + c] += acc[c];
       }
     }
   });
