@@ -23,8 +23,8 @@ source "$(dirname "$0")/common.sh"
 
 # Defaults: the run recorded in docs/PERSONALIZATION.md (about 25 minutes on 2 shared cores).
 # MeZO's rate is its own: at first-order's 1e-2 (or 1e-3) its training loss diverges.
-out=""; users=6; items=60; questions=25; seed=2; tags=2; noise=0.1; retrieve=4
-iters=60; lr=1e-2; mezo_lr=1e-4; mezo_eps=1e-3; rank=8; threads=1; batch=4
+out=""; users=6; items=60; questions=25; seed=3; tags=2; noise=0.1; retrieve=4
+iters=60; lr=5e-3; mezo_lr=1e-4; mezo_eps=1e-3; rank=8; threads=1; batch=4
 model=${NL_SHARED:-$NL_ROOT/..}/shared/models/stories260K/stories260K.gguf
 while [ $# -gt 0 ]; do
   case "$1" in
