@@ -31,18 +31,9 @@ inline __m256i broadcast_chunk(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The quantizer of kernels_int8.h on 32 floats in four registers: same max, same scale,
-// same products and the same round-half-to-even conversion as quantize_block_scalar.
-inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q, float* d, int32_t* sum) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
-                           _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  const float amax = _mm_cvtss_f32(h);
-  const float scale = amax / 127.0f;
-  const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+// 32 floats times inv, rounded half to even, stored as int8 in column order; returns their
+// sum. The second half of the quantizer, shared by its two forms below.
+inline int32_t round_and_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, __m256 inv, int8_t* q) {
   const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv));
   const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv));
   const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, inv));
@@ -55,8 +46,22 @@ inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q
   const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
                       _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return _mm_cvtsi128_si32(s4);
+}
+
+// The quantizer of kernels_int8.h on 32 floats in four registers: same max, same scale,
+// same products and the same round-half-to-even conversion as quantize_block_scalar.
+inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q, float* d, int32_t* sum) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
+                           _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  const float amax = _mm_cvtss_f32(h);
+  const float scale = amax / 127.0f;
+  *sum = round_and_store(v0, v1, v2, v3, _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f), q);
   *d = scale;
-  *sum = _mm_cvtsi128_si32(s4);
 }
 
 void quantize_row_avx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
@@ -338,21 +343,11 @@ inline void quantize_scaled_blocks(const float* g, const float* dw, int64_t nb, 
   alignas(32) float invs[8];
   _mm256_storeu_ps(d, scale);  // d has room for 8 (kBlocksPerPass)
   _mm256_store_ps(invs, inv);
-  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t b = 0; b < nb; ++b) {
     const float* w = dw + 32 * b;
-    const __m256 iv = _mm256_broadcast_ss(invs + b);
-    const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), iv));
-    const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)), iv));
-    const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), iv));
-    const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)), iv));
-    const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), _mm256_permutevar8x32_epi32(packed, order));
-    sum[b] = _mm_cvtsi128_si32(s4);
+    sum[b] = round_and_store(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), _mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)),
+                             _mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), _mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)),
+                             _mm256_broadcast_ss(invs + b), q + 32 * b);
   }
 }
 
