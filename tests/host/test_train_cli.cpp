@@ -107,6 +107,7 @@ TEST(TrainCli, BadInputsFailCleanlyAndWriteNothing) {
       {"mixed.jsonl", "", "one format"},
       {"good.jsonl", " --targets q,x", "unknown projection 'x'"},
       {"good.jsonl", " --rank 40", "rank is larger than a dimension"},
+      {"good.jsonl", " --rank 5000", "rank above 4096 is not supported"},
       {"good.jsonl", " --adapter " + shq((td / "other.gguf").string()), "another model"},
       {"good.jsonl", " --schedule steps", "unknown schedule"},
       {"good.jsonl", " --train-on prompts", "--train-on"},
