@@ -7,7 +7,7 @@
 #   scripts/arm64.sh --build-only  build only (scripts/test.sh does this; the Release tree's
 #                                  ctest then runs the programs as arm64.* entries)
 #
-# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio"), the same
+# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops"), the same
 # tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they land.
 # Missing prerequisites (not a Debian machine set up by scripts/setup.sh): a clear message
 # and exit status 0 with --build-only (the Release tree then reports the skip), 77 otherwise.
@@ -18,7 +18,7 @@ build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 
 build=${NL_ARM64_BUILD_DIR:-$root/build-arm64}
-dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio}
+dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops}
 jobs=$(nproc 2>/dev/null || echo 2)
 toolchain=$root/cmake/aarch64-linux-gnu.cmake
 

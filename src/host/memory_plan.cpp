@@ -10,6 +10,7 @@
 #include <string>
 
 #include "nightlora/util/error.h"
+#include "ops.h"
 #include "step_buffers.h"
 
 namespace nl {
@@ -97,7 +98,7 @@ int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t
   for (Span* s : {&b.lx, &b.lxn, &b.ldxn, &b.ldx}) *s = cv.take(C * d);
   b.lrstd = cv.take(C);
   b.logits = cv.take(C * c.vocab);
-  b.attn_scratch = cv.take(c.n_head * T);
+  b.attn_scratch = cv.take(c.n_head * T * kAttnScratchPerToken);
   b.bind(0);
   return cv.used;
 }

@@ -54,10 +54,12 @@ struct AttnShape {
   int64_t T, n_head, n_kv, hd;
   const int64_t* seq_start;  // n_seq + 1 offsets
   int64_t n_seq;
-  // n_head x T floats for the softmax rows (each task uses its own part); null: the ops
-  // use a per-thread buffer instead (which may grow, i.e. allocate).
+  // n_head x T x kAttnScratchPerToken floats for the tiles of softmax rows (each task uses
+  // its own part); null: the ops use a per-thread buffer instead (which may grow, i.e.
+  // allocate).
   float* scratch = nullptr;
 };
+inline constexpr int64_t kAttnScratchPerToken = 8;  // two tiles of 4 query rows
 void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
                        ThreadPool& pool);
 // dq, dk, dv are overwritten.

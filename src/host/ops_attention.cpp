@@ -3,6 +3,10 @@
 // Forward keeps only the log-sum-exp of each softmax row; backward recomputes
 //   p_j = exp(scale·q·k_j − lse),  D = dO·O,  ds_j = p_j·(dO·v_j − D)
 //   dq = scale·Σ ds_j k_j,  dk_j += scale·ds_j q,  dv_j += p_j dO
+// Queries go in blocks of kQueries (flash-attention style tiles): every key and value row
+// is read once per block, and the block's probability (and score-gradient) rows are the
+// only softmax state, kQueries x sequence length in the caller's scratch. The products are
+// tile_products.h's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,16 +14,44 @@
 
 #include "nightlora/engine/reference_products.h"
 #include "ops.h"
+#include "tile_products.h"
+#include "vec4.h"
 
 namespace nl {
 namespace {
 
-// A task's softmax row when the caller gives no scratch. Tasks are (head or kv head) x
-// sequence, so with the caller's n_head x T scratch each task owns [head * T + seq start, ...).
+using vec4::f4;
+using vec4::load_n;
+using vec4::store_n;
+constexpr int kQueries = tile::kTileRows;
+
+// The tasks' scratch when the caller gives none (may allocate: tests and tools only).
 float* scratch(int64_t n) {
   thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
   return buf.data();
+}
+
+// Pointers to rows t0 .. t0+nq-1 of M (from column col), or of a tile (row a at M + a*ld).
+template <class T>
+void block_rows(T* M, int64_t ld, int64_t col, int64_t t0, int nq, T* rows[kQueries]) {
+  for (int a = 0; a < nq; ++a) rows[a] = M + (t0 + a) * ld + col;
+}
+
+// p[j] = exp(p[j] - shift) for j < valid, 0 for valid <= j < n; returns the sum of the first.
+float exp_shifted(float* p, int64_t valid, int64_t n, float shift) {
+  f4 sum = {};
+  int64_t j = 0;
+  for (; j < valid; j += 4) {
+    const int64_t nj = std::min<int64_t>(4, valid - j);
+    f4 e = vec4::exp(load_n(p + j, nj) - vec4::splat(shift));
+    if (nj < 4)
+      for (int64_t l = nj; l < 4; ++l) e[l] = 0.0f;
+    sum += e;
+    store_n(p + j, e, std::min<int64_t>(4, n - j));
+  }
+  for (; j < n; ++j) p[j] = 0.0f;
+  return vec4::sum(sum);
 }
 
 }  // namespace
@@ -30,29 +62,31 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
     const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
-    const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1];
-    float* p = s.scratch ? s.scratch + h * s.T + s0 : scratch(s1 - s0);
-    for (int64_t t = s0; t < s1; ++t) {
-      const float* qt = q + t * qd + h * hd;
-      float m = -INFINITY;
-      for (int64_t j = s0; j <= t; ++j) {
-        p[j - s0] = scale * dot_f32(qt, k + j * kvd + g * hd, hd);
-        m = std::max(m, p[j - s0]);
+    const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
+    float* P = s.scratch ? s.scratch + kAttnScratchPerToken * (h * s.T + s0) : scratch(kQueries * L);
+    const float* K = k + s0 * kvd + g * hd;
+    const float* V = v + s0 * kvd + g * hd;
+    for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
+      const int nq = static_cast<int>(std::min<int64_t>(kQueries, s1 - t0));
+      const int64_t nk = t0 + nq - s0;  // keys of the block's last query
+      const float *Q[kQueries], *Prow[kQueries];
+      float* O[kQueries];
+      float inv_sum[kQueries];
+      block_rows(q, qd, h * hd, t0, nq, Q);
+      block_rows(out, qd, h * hd, t0, nq, O);
+      block_rows<const float>(P, L, 0, 0, nq, Prow);
+      tile::dots(Q, nq, K, kvd, nk, hd, scale, P, L);
+      for (int a = 0; a < nq; ++a) {  // p = exp(s - max) up to the causal edge, 0 after it
+        float* p = P + a * L;
+        const int64_t valid = t0 + a - s0 + 1;
+        const float m = vec4::max_of(p, valid);
+        const float sum = exp_shifted(p, valid, nk, m);
+        lse[(t0 + a) * s.n_head + h] = m + std::log(sum);
+        inv_sum[a] = 1.0f / sum;
       }
-      double sum = 0;
-      for (int64_t j = s0; j <= t; ++j) {
-        p[j - s0] = std::exp(p[j - s0] - m);
-        sum += p[j - s0];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* o = out + t * qd + h * hd;
-      std::memset(o, 0, static_cast<size_t>(hd) * sizeof(float));
-      for (int64_t j = s0; j <= t; ++j) {
-        const float pj = p[j - s0] * inv;
-        const float* vj = v + j * kvd + g * hd;
-        for (int64_t i = 0; i < hd; ++i) o[i] += pj * vj[i];
-      }
-      lse[t * s.n_head + h] = m + static_cast<float>(std::log(sum));
+      tile::weighted_rows(Prow, nq, V, kvd, nk, hd, 1.0f, O, false);
+      for (int a = 0; a < nq; ++a)  // out = Σ_j p_j v_j / Σ_j p_j
+        for (int64_t i = 0; i < hd; i += 4) store_n(O[a] + i, load_n(O[a] + i, hd - i) * vec4::splat(inv_sum[a]), hd - i);
     }
   });
 }
@@ -65,37 +99,42 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
   // dq of the query heads of its group there, so no two tasks write the same element.
   pool.parallel_for(s.n_kv * s.n_seq, [&](int64_t task) {
     const int64_t g = task / s.n_seq, sq = task % s.n_seq;
-    const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1];
-    for (int64_t j = s0; j < s1; ++j) {
-      std::memset(dk + j * kvd + g * hd, 0, static_cast<size_t>(hd) * sizeof(float));
-      std::memset(dv + j * kvd + g * hd, 0, static_cast<size_t>(hd) * sizeof(float));
+    const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
+    const float* K = k + s0 * kvd + g * hd;
+    const float* V = v + s0 * kvd + g * hd;
+    float* dK = dk + s0 * kvd + g * hd;
+    float* dV = dv + s0 * kvd + g * hd;
+    for (int64_t j = 0; j < L; ++j) {
+      std::memset(dK + j * kvd, 0, static_cast<size_t>(hd) * sizeof(float));
+      std::memset(dV + j * kvd, 0, static_cast<size_t>(hd) * sizeof(float));
     }
-    float* ds = s.scratch ? s.scratch + g * s.T + s0 : scratch(s1 - s0);
+    float* P = s.scratch ? s.scratch + kAttnScratchPerToken * (g * s.T + s0) : scratch(2 * kQueries * L);
+    float* dS = P + kQueries * L;
     for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t t = s0; t < s1; ++t) {
-        const float* qt = q + t * qd + h * hd;
-        const float* dot_ = dout + t * qd + h * hd;
-        const float D = dot_f32(dot_, out + t * qd + h * hd, hd);
-        const float l = lse[t * s.n_head + h];
-        for (int64_t j = s0; j <= t; ++j) {
-          const float* kj = k + j * kvd + g * hd;
-          const float* vj = v + j * kvd + g * hd;
-          const float pj = std::exp(scale * dot_f32(qt, kj, hd) - l);
-          ds[j - s0] = pj * (dot_f32(dot_, vj, hd) - D);
-          float* dvj = dv + j * kvd + g * hd;
-          for (int64_t i = 0; i < hd; ++i) dvj[i] += pj * dot_[i];
+      for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
+        const int nq = static_cast<int>(std::min<int64_t>(kQueries, s1 - t0));
+        const int64_t nk = t0 + nq - s0;
+        const float *Q[kQueries], *dO[kQueries], *Prow[kQueries], *dSrow[kQueries];
+        float* dQ[kQueries];
+        block_rows(q, qd, h * hd, t0, nq, Q);
+        block_rows(dout, qd, h * hd, t0, nq, dO);
+        block_rows(dq, qd, h * hd, t0, nq, dQ);
+        block_rows<const float>(P, L, 0, 0, nq, Prow);
+        block_rows<const float>(dS, L, 0, 0, nq, dSrow);
+        tile::dots(Q, nq, K, kvd, nk, hd, scale, P, L);
+        tile::dots(dO, nq, V, kvd, nk, hd, 1.0f, dS, L);
+        for (int a = 0; a < nq; ++a) {
+          const int64_t t = t0 + a;
+          float* p = P + a * L;
+          float* ds = dS + a * L;
+          exp_shifted(p, t - s0 + 1, nk, lse[t * s.n_head + h]);
+          const f4 D = vec4::splat(dot_f32(dO[a], out + t * qd + h * hd, hd)), sc = vec4::splat(scale);
+          for (int64_t j = 0; j < nk; j += 4)  // ds = scale · p ⊙ (dO·v − D); 0 past the causal edge (p = 0)
+            store_n(ds + j, sc * load_n(p + j, nk - j) * (load_n(ds + j, nk - j) - D), nk - j);
         }
-        float* dqt = dq + t * qd + h * hd;
-        std::memset(dqt, 0, static_cast<size_t>(hd) * sizeof(float));
-        for (int64_t j = s0; j <= t; ++j) {
-          const float d = scale * ds[j - s0];
-          const float* kj = k + j * kvd + g * hd;
-          float* dkj = dk + j * kvd + g * hd;
-          for (int64_t i = 0; i < hd; ++i) {
-            dqt[i] += d * kj[i];
-            dkj[i] += d * qt[i];
-          }
-        }
+        tile::add_outer(Prow, nq, dO, nk, hd, 1.0f, dV, kvd);             // dv_j += Σ_a p_aj dO_a
+        tile::add_outer(dSrow, nq, Q, nk, hd, 1.0f, dK, kvd);             // dk_j += scale Σ_a ds_aj q_a
+        tile::weighted_rows(dSrow, nq, K, kvd, nk, hd, 1.0f, dQ, false);  // dq_a = scale Σ_j ds_aj k_j
       }
     }
   });

@@ -1,0 +1,27 @@
+// Small dense products on four-float vectors (vec4.h) for the host ops whose matrices are
+// too small or too short-lived for the frozen engine: the attention tiles and the LoRA
+// branch (rank-wide matrices). Each takes up to kTileRows row pointers (np or nx of them
+// real) and streams the other operand's rows past them, so the kTileRows rows' partial
+// results stay in registers. Summation order is fixed by the shapes alone: results do not
+// depend on threads or on where the caller splits a loop over rows.
+#pragma once
+#include <cstdint>
+
+namespace nl::tile {
+
+inline constexpr int kTileRows = 4;
+
+// S[a*lds + j] = scale · X_a·K_j for rows a < nx and j < nk (K_j = K + j*ldk; length n).
+void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
+          float* S, int64_t lds);
+
+// Out_a = scale · Σ_{j<nk} P_a[j] · R_j for a < np (R_j = R + j*ldr; length n); with
+// accumulate, Out_a += that instead.
+void weighted_rows(const float* const P[kTileRows], int np, const float* R, int64_t ldr, int64_t nk, int64_t n,
+                   float scale, float* const Out[kTileRows], bool accumulate);
+
+// Y_j += scale · Σ_{a<np} P_a[j] · X_a for j < nk (Y_j = Y + j*ldy; length n).
+void add_outer(const float* const P[kTileRows], int np, const float* const X[kTileRows], int64_t nk, int64_t n,
+               float scale, float* Y, int64_t ldy);
+
+}  // namespace nl::tile
