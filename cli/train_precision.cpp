@@ -86,11 +86,12 @@ nl::PrecisionPlan setup_precision(nl::Trainer& trainer, const PrecisionArgs& a, 
       };
     nl::CalibrationResult r = trainer.calibrate_precision(co, a.calib_tokens);
     if (live) std::printf("\r\033[K");
-    std::printf("calibration: %lld passes on %lld tokens in %.2f s (%lld products measured; %lld engine products "
-                "replayed from the reference pass, %lld computed)\n",
+    std::printf("calibration: %lld passes on %lld tokens in %.2f s (%lld products measured, %lld recompute products "
+                "the step never runs set to int8 unmeasured; %lld engine products replayed from the reference pass, "
+                "%lld computed)\n",
                 static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds,
-                static_cast<long long>(r.measured.size()), static_cast<long long>(r.replayed_products),
-                static_cast<long long>(r.computed_products));
+                static_cast<long long>(r.measured.size()), static_cast<long long>(r.not_run),
+                static_cast<long long>(r.replayed_products), static_cast<long long>(r.computed_products));
     plan = std::move(r.plan);
   } else if (is_forced_mode(a.mode)) {
     plan = nl::PrecisionPlan::uniform(n_layer, nl::parse_precision(a.mode));

@@ -121,7 +121,7 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   CalibrationResult res;
   res.tokens = batch.n_tokens();
   const std::vector<Slot> slots = all_slots(n_layer);
-  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * std::size(kCheaperModes));
+  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * std::size(kCheaperModes));  // an upper bound
   auto pass = [&] {
     for (LoraPair& p : grads.pairs) {
       std::fill(p.A.begin(), p.A.end(), 0.0f);
@@ -163,7 +163,20 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
 
   res.plan = PrecisionPlan::uniform(n_layer, Precision::F32);
   res.plan.origin = "auto";
+  // Recompute products that the step never runs: the down projection's (a recomputed block
+  // stops before it) and those of the blocks whose activations the step keeps (the last
+  // ones; a training run keeps at least as many). They cost nothing in any mode, so they get
+  // the cheapest without a pass.
+  const int64_t first_kept = n_layer - step.kept_blocks();
+  auto never_runs = [&](const Slot& s) {
+    return s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer >= first_kept);
+  };
   for (const Slot& s : slots) {
+    if (never_runs(s)) {
+      set_slot(res.plan, s, kCheaperModes[0]);
+      ++res.not_run;
+      continue;
+    }
     for (Precision m : kCheaperModes) {
       set_slot(trial, s, m);
       replay.start_replay();
@@ -199,6 +212,7 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
                           {"tokens", res.tokens},
                           {"supervised", n_sup},
                           {"passes", res.passes},
+                          {"not_run", res.not_run},
                           {"seconds", res.seconds},
                           {"replayed_products", res.replayed_products},
                           {"computed_products", res.computed_products},

@@ -150,7 +150,7 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
     }
   }
   EXPECT_EQ(r.passes, 2 + static_cast<int64_t>(r.measured.size()));
-  EXPECT_GE(static_cast<int64_t>(r.measured.size()), slots);
+  EXPECT_GE(static_cast<int64_t>(r.measured.size()), slots - r.not_run);
   // Every forward and input-gradient product feeds the adapter gradients, so all stay f32 ...
   // except the input gradients of layer 0's q, k, v: their dX only reaches the (frozen)
   // embedding, so any mode leaves the adapter gradients exactly as they were.
@@ -173,8 +173,15 @@ TEST(PrecisionCalibration, HugeToleranceTakesTheCheapestModeEverywhere) {
   Calib c;
   const nl::CalibrationResult r = c.run(1e9);
   EXPECT_TRUE(r.plan.all(Precision::Int8)) << r.plan.table();
-  EXPECT_EQ(static_cast<int64_t>(r.measured.size()), 2 * 7 * 3 + 2);  // f16 never needed
-  EXPECT_EQ(r.passes, 2 + 2 * 7 * 3 + 2);
+  // Not measured: the down projection's recompute (never runs) and every recompute of the
+  // last block (its activations are kept): 2 + 6.
+  EXPECT_EQ(r.not_run, 8);
+  EXPECT_EQ(r.plan.calibration["not_run"], 8);
+  EXPECT_EQ(static_cast<int64_t>(r.measured.size()), 2 * 7 * 3 + 2 - 8);  // f16 never needed
+  EXPECT_EQ(r.passes, 2 + 2 * 7 * 3 + 2 - 8);
+  for (const nl::ProductSensitivity& s : r.measured)
+    EXPECT_FALSE(s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer == 1))
+        << "measured a product that never runs: layer " << s.layer << " " << nl::proj_name(s.proj);
   // Training steps then really run int8: their gradients differ from the f32 ones.
   nl::LoraAdapter g32 = c.adapter.zeros_like(), g8 = c.adapter.zeros_like();
   nl::StepOptions so;

@@ -108,6 +108,7 @@ struct CalibrationResult {
   PrecisionPlan plan;  // origin "auto"; plan.calibration holds the figures below as JSON
   std::vector<ProductSensitivity> measured;
   int64_t passes = 0;           // forward+backward passes run, the reference included
+  int64_t not_run = 0;          // recompute products the step never runs: set to int8 unmeasured
   int64_t tokens = 0;           // tokens of the calibration batch
   int64_t replayed_products = 0;  // engine products served from the reference pass
   int64_t computed_products = 0;  // engine products computed
@@ -115,9 +116,9 @@ struct CalibrationResult {
 };
 
 // Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
-// 2 + at most (n_layer * 21 + 2) * 2 forward+backward passes (the f32 reference twice, to check
-// the step is deterministic; then a product stops at the first (cheapest) mode within
-// tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
+// 2 + at most (n_layer * 21 + 2 - not_run) * 2 forward+backward passes (the f32 reference
+// twice, to check the step is deterministic; then a product stops at the first (cheapest)
+// mode within tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
 // are all zero, not finite or not reproducible, or tol is negative.
 CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, const Batch& batch,
                                       const LoraAdapter& adapter, const CalibrationOptions& opt);
