@@ -1,0 +1,107 @@
+// A LoRA fine-tuning run as a resumable background job: what `nightlora train` runs, for an
+// app that embeds training. Everything the run needs (model, data, adapter settings, plan
+// file) is loaded and checked before the run folder is touched, so a bad input leaves
+// nothing behind. The folder then receives log.jsonl (one JSON object per step, validation,
+// wait and pacing decision, written as training goes), run.json (what the run is, one entry
+// per session), precision_plan.json, checkpoints/ and, at the end, the adapter in both
+// formats: adapter_model.safetensors + adapter_config.json (PEFT) and adapter.gguf.
+//
+// Running the same options again on the same folder continues from the newest good
+// checkpoint and ends with the same bytes as a run that was never interrupted. Checkpoints
+// are written every save_every steps, every save_every_sec seconds, on SIGINT/SIGTERM, when
+// background conditions make the job wait, and at the end.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace nl {
+
+// The options of a run: `nightlora train --help` describes each (same names, same defaults).
+// Strings are parsed (and rejected with an nl::Error) by run_training_job.
+struct TrainingJobOptions {
+  std::string model, data, valid, out, adapter;
+  int64_t rank = 8;
+  float alpha = 16.0f;
+  float dropout = 0.0f;
+  std::string targets = "q,k,v,o,gate,up,down";
+  uint64_t lora_seed = 0;
+  double lr = 1e-4;
+  std::string schedule = "cosine";
+  int64_t warmup = 0;
+  int64_t epochs = 1;
+  int64_t iters = 0;
+  int64_t batch = 4;
+  int64_t grad_accum = 1;
+  int64_t seq_len = 512;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string engine = "cpu";  // frozen-engine backend: cpu, vulkan or auto
+  int host_threads = 1;        // host threads while engine products run (core sharing)
+  std::string max_memory;      // memory budget of the step's plan ("" = keep only the last block)
+  std::string train_on = "completion";
+  std::string chat_format;
+  int64_t val_every = 0;
+  double weight_decay = 0.0;
+  double clip = 1.0;
+  std::string method = "first-order";  // or "mezo" (forward-only)
+  double mezo_eps = 1e-3;
+  // The frozen products' numeric mode: auto (calibrate a plan), f32, f16, int8, or the path
+  // of a precision_plan.json; auto's tolerance and calibration batch.
+  std::string precision = "f32";
+  double precision_tol = 0.02;
+  int64_t precision_calib_tokens = 128;
+  // Checkpoints and resume.
+  int64_t save_every = 50;
+  double save_every_sec = 300;
+  int keep = 3;
+  bool resume = false;    // fail when there is no checkpoint to continue from
+  int64_t max_steps = 0;  // stop (with a checkpoint) after this many steps in this session
+  // Background mode: idle priority and a gate asked before every step.
+  bool background = false;
+  bool normal_priority = false;  // background mode without idle priority (timed comparisons)
+  bool require_power = false;
+  double min_battery = -1;
+  std::string window;  // daily local time window, e.g. "23:00-07:00"
+  double max_wall = 0;
+  double max_energy = 0;
+  std::string sysfs_root = "/sys";
+  double recheck_sec = 60;
+  // Thermal pacing.
+  double temp_ceiling = 0;
+  double duty = 0;
+  std::string temp_source = "auto";  // auto, file:PATH, cmd:COMMAND or sim[:key=value,...]
+  double pace_poll_sec = 1.0;
+  // For tests of time windows: "HH:MM[:SS],S": background mode's clock starts at that local
+  // time, moves S seconds per step and jumps through waits instead of sleeping.
+  std::string fake_clock;
+};
+
+// Where the run reports, as it goes. Every method may be left as is (the default ignores it).
+class TrainingJobOutput {
+ public:
+  virtual ~TrainingJobOutput() = default;
+  // A line of progress: what was loaded, the plans, resuming, waiting, stopping, saving.
+  virtual void line(const std::string& text) {}
+  // Something the user should check, that does not stop the run (a cut example, a damaged
+  // checkpoint skipped).
+  virtual void warning(const std::string& text) {}
+  // The one-line status after each optimizer step (a terminal may rewrite it in place).
+  virtual void step_status(const std::string& text) {}
+  // Precision calibration: pass `done` of at most `most`.
+  virtual void calibration_progress(int64_t done, int64_t most) {}
+};
+
+struct TrainingJobResult {
+  bool finished = false;    // every step done and the adapter written
+  std::string stop_reason;  // when not finished: "SIGINT", "SIGTERM", "--max-steps reached", a budget, ...
+  int signal = 0;           // SIGINT or SIGTERM when one stopped the run, else 0
+  int64_t step = 0;         // steps done (of total_steps)
+  int64_t total_steps = 0;
+};
+
+// Runs (or continues) the job until it finishes, a signal or a condition stops it (with a
+// checkpoint), or an error (nl::Error, nothing lost: checkpoints are written atomically).
+// SIGINT and SIGTERM are caught while it runs and end it at the next step boundary.
+TrainingJobResult run_training_job(const TrainingJobOptions& options, TrainingJobOutput& output);
+
+}  // namespace nl

@@ -1,0 +1,92 @@
+#include "precision_setup.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "nightlora/host/checkpoint.h"
+#include "nightlora/job/atomic_file.h"
+#include "nightlora/util/error.h"
+#include "nightlora/util/strformat.h"
+
+namespace nl {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_forced_mode(const std::string& m) { return m == "f32" || m == "f16" || m == "int8"; }
+
+}  // namespace
+
+void check_precision_options(const TrainingJobOptions& o) {
+  if (o.precision != "auto" && !is_forced_mode(o.precision)) {
+    std::error_code ec;
+    if (!fs::is_regular_file(o.precision, ec))
+      fail("--precision " + o.precision, "not a precision mode, and no such plan file",
+           "use auto, f32, f16, int8, or the path of a precision_plan.json");
+  }
+  if (!(o.precision_tol >= 0) || o.precision_tol > 1)
+    fail("--precision-tol " + std::to_string(o.precision_tol), "must be between 0 and 1", "e.g. 0.02 (2% gradient error)");
+  if (o.precision_calib_tokens < 2)
+    fail("--precision-calib-tokens " + std::to_string(o.precision_calib_tokens), "must be at least 2", "e.g. 128");
+}
+
+void add_precision_identity(nlohmann::json& cfg, const TrainingJobOptions& o) {
+  if (o.precision == "f32") return;
+  if (o.precision == "auto") {
+    cfg["precision"] = "auto";
+    cfg["precision-tol"] = o.precision_tol;
+    cfg["precision-calib-tokens"] = o.precision_calib_tokens;
+  } else if (is_forced_mode(o.precision)) {
+    cfg["precision"] = o.precision;
+  } else {
+    cfg["precision"] = "file:" + fingerprint_path(o.precision);
+  }
+}
+
+std::optional<PrecisionPlan> read_precision_file(const TrainingJobOptions& o, int64_t n_layer) {
+  if (o.precision == "auto" || is_forced_mode(o.precision)) return std::nullopt;
+  return PrecisionPlan::parse(read_file(o.precision), n_layer, o.precision);
+}
+
+PrecisionPlan setup_precision(Trainer& trainer, const TrainingJobOptions& o, const std::optional<PrecisionPlan>& given,
+                              bool resuming, int64_t n_layer, TrainingJobOutput& out) {
+  PrecisionPlan plan;
+  if (resuming) {
+    // The checkpoint's identity matched, so its plan is the one this run chose: reuse it as is.
+    plan = given ? *given : PrecisionPlan::uniform(n_layer, Precision::F32);
+    out.line("precision: the plan stored in the checkpoint (" + plan.origin + "; not recalibrated)");
+  } else if (o.precision == "auto") {
+    out.line(strformat("precision: calibrating on %lld tokens, tolerance %g (at most %lld forward+backward passes)",
+                       static_cast<long long>(o.precision_calib_tokens), o.precision_tol,
+                       static_cast<long long>(2 + (n_layer * kNumProj * kNumFrozenProducts + 2) * 2)));
+    CalibrationOptions co;
+    co.tol = o.precision_tol;
+    co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
+    CalibrationResult r = trainer.calibrate_precision(co, o.precision_calib_tokens);
+    out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s (%lld products measured, %lld recompute "
+                       "products the step never runs set to int8 unmeasured; %lld engine products replayed from the "
+                       "reference pass, %lld computed)",
+                       static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds,
+                       static_cast<long long>(r.measured.size()), static_cast<long long>(r.not_run),
+                       static_cast<long long>(r.replayed_products), static_cast<long long>(r.computed_products)));
+    plan = std::move(r.plan);
+  } else if (is_forced_mode(o.precision)) {
+    plan = PrecisionPlan::uniform(n_layer, parse_precision(o.precision));
+  } else {
+    if (!given) fail("--precision " + o.precision, "internal: the plan file was not read");
+    plan = *given;
+    out.line("precision: plan read from " + o.precision);
+  }
+  trainer.set_precision(plan);
+  std::string table = plan.table();
+  if (!table.empty() && table.back() == '\n') table.pop_back();
+  out.line(table);
+  // A resumed run keeps the file its first session wrote (it has the per-product figures).
+  const fs::path path = fs::path(o.out) / "precision_plan.json";
+  std::error_code ec;
+  if (!resuming || !fs::exists(path, ec)) write_file_atomic(path.string(), plan.to_json().dump(1) + "\n");
+  return plan;
+}
+
+}  // namespace nl
