@@ -4,7 +4,8 @@
 //    with 4 bytes of 4 panel lanes and adds into 4 int32;
 //  - without it, vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate).
 // Both read the same panels; Q4_0 nibbles (0..15) are valid signed bytes, so the nibble
-// offset is the same "- 8 * sum q" as on AVX2. The tile packers move 4-byte chunks (forward)
+// offset is the same "- 8 * sum q" as on AVX2. As on AVX2, the products go 4 tokens at a
+// time, so each weight chunk is loaded once per 4 tokens. The tile packers move 4-byte chunks (forward)
 // or interleave four rows' bytes with vst4 (input grad); the float packers quantize with
 // quantize_row_neon.
 #include "kernels_int8.h"
@@ -57,14 +58,27 @@ void quantize_row_neon(const float* x, int64_t n, int8_t* q, float* d, int32_t* 
 }
 
 // Dot products of the 8 lanes of one 32-value panel block (8 chunks of 32 bytes at w) with
-// the activation block x (32 int8): lanes 0..3 in lo, 4..7 in hi.
+// NT tokens' activation blocks (token t's 32 int8 at x + t * ldx): lanes 0..3 of token t in
+// lo[t], 4..7 in hi[t]. Each weight chunk is loaded once for the NT tokens.
 #if defined(__ARM_FEATURE_DOTPROD)
-inline void dot_block_sdot(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
-  const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
-  int32x4_t a = vdupq_n_s32(0), b = vdupq_n_s32(0);
-#define NL_SDOT_CHUNK(c, xv, lane)                                                     \
-  a = vdotq_laneq_s32(a, vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32)), xv, lane);      \
-  b = vdotq_laneq_s32(b, vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32 + 16)), xv, lane);
+template <int NT>
+inline void dot_tokens_sdot(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
+  int8x16_t x0[NT], x1[NT];
+  for (int t = 0; t < NT; ++t) {
+    x0[t] = vld1q_s8(x + t * ldx);
+    x1[t] = vld1q_s8(x + t * ldx + 16);
+    lo[t] = hi[t] = vdupq_n_s32(0);
+  }
+  // The lane of vdotq_laneq_s32 must be a constant: chunk c is lane c % 4 of x0 or x1.
+#define NL_SDOT_CHUNK(c, xv, lane)                                        \
+  {                                                                       \
+    const int8x16_t wa = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32));     \
+    const int8x16_t wb = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32 + 16)); \
+    for (int t = 0; t < NT; ++t) {                                        \
+      lo[t] = vdotq_laneq_s32(lo[t], wa, xv[t], lane);                    \
+      hi[t] = vdotq_laneq_s32(hi[t], wb, xv[t], lane);                    \
+    }                                                                     \
+  }
   NL_SDOT_CHUNK(0, x0, 0)
   NL_SDOT_CHUNK(1, x0, 1)
   NL_SDOT_CHUNK(2, x0, 2)
@@ -74,37 +88,50 @@ inline void dot_block_sdot(const uint8_t* w, const int8_t* x, int32x4_t& lo, int
   NL_SDOT_CHUNK(6, x1, 2)
   NL_SDOT_CHUNK(7, x1, 3)
 #undef NL_SDOT_CHUNK
-  lo = a;
-  hi = b;
 }
 #endif
 
-inline void dot_block_widening(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
-  int32x4_t acc[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+template <int NT>
+inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
+  int32x4_t acc[NT][4];
+  for (int t = 0; t < NT; ++t)
+    for (int k = 0; k < 4; ++k) acc[t][k] = vdupq_n_s32(0);
   for (int c = 0; c < 8; ++c) {
-    int32_t chunk;
-    std::memcpy(&chunk, x + 4 * c, 4);
-    const int8x8_t xc = vreinterpret_s8_s32(vdup_n_s32(chunk));
     const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
-    // Lanes of acc[k]: [lane 2k: two pair sums][lane 2k+1: two pair sums].
-    acc[0] = vpadalq_s16(acc[0], vmull_s8(vget_low_s8(w0), xc));
-    acc[1] = vpadalq_s16(acc[1], vmull_s8(vget_high_s8(w0), xc));
-    acc[2] = vpadalq_s16(acc[2], vmull_s8(vget_low_s8(w1), xc));
-    acc[3] = vpadalq_s16(acc[3], vmull_s8(vget_high_s8(w1), xc));
+    for (int t = 0; t < NT; ++t) {
+      int32_t chunk;
+      std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
+      const int8x8_t xc = vreinterpret_s8_s32(vdup_n_s32(chunk));
+      // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums].
+      acc[t][0] = vpadalq_s16(acc[t][0], vmull_s8(vget_low_s8(w0), xc));
+      acc[t][1] = vpadalq_s16(acc[t][1], vmull_s8(vget_high_s8(w0), xc));
+      acc[t][2] = vpadalq_s16(acc[t][2], vmull_s8(vget_low_s8(w1), xc));
+      acc[t][3] = vpadalq_s16(acc[t][3], vmull_s8(vget_high_s8(w1), xc));
+    }
   }
-  lo = vpaddq_s32(acc[0], acc[1]);
-  hi = vpaddq_s32(acc[2], acc[3]);
+  for (int t = 0; t < NT; ++t) {
+    lo[t] = vpaddq_s32(acc[t][0], acc[t][1]);
+    hi[t] = vpaddq_s32(acc[t][2], acc[t][3]);
+  }
 }
 
-template <bool Dot>
-inline void dot_block(const uint8_t* w, const int8_t* x, int32x4_t& lo, int32x4_t& hi) {
+template <bool Dot, int NT>
+inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
 #if defined(__ARM_FEATURE_DOTPROD)
   if constexpr (Dot) {
-    dot_block_sdot(w, x, lo, hi);
+    dot_tokens_sdot<NT>(w, x, ldx, lo, hi);
     return;
   }
 #endif
-  dot_block_widening(w, x, lo, hi);
+  dot_tokens_widening<NT>(w, x, ldx, lo, hi);
+}
+
+// Runs kernel<NT>(t, NT) over nt tokens in blocks of 4, then one at a time.
+template <class F>
+inline void token_blocks(int64_t nt, F&& kernel) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) kernel.template operator()<4>(t);
+  for (; t < nt; ++t) kernel.template operator()<1>(t);
 }
 
 template <bool Dot>
@@ -112,60 +139,70 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
                   int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
   const bool nibble = p.kind == Int8Kind::Nibble;
-  for (int64_t t = 0; t < nt; ++t) {
-    float32x4_t acc_lo = vdupq_n_f32(0.0f), acc_hi = vdupq_n_f32(0.0f);
+  token_blocks(nt, [&]<int NT>(int64_t t0) {
+    float32x4_t acc_lo[NT], acc_hi[NT];
+    for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < p.blocks; ++b) {
-      int32x4_t lo, hi;
-      dot_block<Dot>(p.q.data() + b * 256, q + t * ldq + b * kQ8Block, lo, hi);
-      if (nibble) {
-        const int32x4_t offset = vdupq_n_s32(8 * sum[t * blocks + b]);
-        lo = vsubq_s32(lo, offset);
-        hi = vsubq_s32(hi, offset);
+      int32x4_t lo[NT], hi[NT];
+      dot_tokens<Dot, NT>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
+      for (int t = 0; t < NT; ++t) {
+        const int64_t i = (t0 + t) * blocks + b;
+        if (nibble) {
+          const int32x4_t offset = vdupq_n_s32(8 * sum[i]);
+          lo[t] = vsubq_s32(lo[t], offset);
+          hi[t] = vsubq_s32(hi[t], offset);
+        }
+        acc_lo[t] = vfmaq_f32(acc_lo[t], vcvtq_f32_s32(lo[t]), vmulq_n_f32(dw_lo, d[i]));
+        acc_hi[t] = vfmaq_f32(acc_hi[t], vcvtq_f32_s32(hi[t]), vmulq_n_f32(dw_hi, d[i]));
       }
-      const float dx = d[t * blocks + b];
-      acc_lo = vfmaq_f32(acc_lo, vcvtq_f32_s32(lo), vmulq_n_f32(vld1q_f32(p.d.data() + b * 8), dx));
-      acc_hi = vfmaq_f32(acc_hi, vcvtq_f32_s32(hi), vmulq_n_f32(vld1q_f32(p.d.data() + b * 8 + 4), dx));
     }
-    float tmp[8];
-    vst1q_f32(tmp, acc_lo);
-    vst1q_f32(tmp + 4, acc_hi);
-    std::memcpy(Y + t * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
-  }
+    for (int t = 0; t < NT; ++t) {
+      float tmp[8];
+      vst1q_f32(tmp, acc_lo[t]);
+      vst1q_f32(tmp + 4, acc_hi[t]);
+      std::memcpy(Y + (t0 + t) * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
+    }
+  });
 }
 
 template <bool Dot>
 void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
                      int64_t ldd) {
   const bool nibble = p.kind == Int8Kind::Nibble;
-  float v[kGradRowBlock];
-  int8_t qv[kGradRowBlock];
-  for (int64_t t = 0; t < nt; ++t) {
-    const float* g = G + t * ldg;
-    float* out = D + t * ldd;
+  token_blocks(nt, [&]<int NT>(int64_t t0) {
+    float v[kGradRowBlock];
+    int8_t qv[NT][kGradRowBlock];
+    float e[NT];
+    int32_t s[NT];
     for (int64_t b = 0; b < p.blocks; ++b) {
       const float* dw = p.d.data() + b * 32;
-      for (int64_t r = 0; r < kGradRowBlock; ++r) v[r] = r < nrows ? g[r] * dw[r] : 0.0f;
-      float e;
-      int32_t s;
-      quantize_block_neon(v, qv, &e, &s);
+      for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
+        const float* g = G + (t0 + t) * ldg;
+        for (int64_t r = 0; r < kGradRowBlock; ++r) v[r] = r < nrows ? g[r] * dw[r] : 0.0f;
+        quantize_block_neon(v, qv[t], &e[t], &s[t]);
+      }
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = b * kQ8Block + cg * 8;
         if (c0 >= n) break;
-        int32x4_t lo, hi;
-        dot_block<Dot>(p.q.data() + b * 1024 + cg * 256, qv, lo, hi);
-        if (nibble) {
-          lo = vsubq_s32(lo, vdupq_n_s32(8 * s));
-          hi = vsubq_s32(hi, vdupq_n_s32(8 * s));
-        }
-        float tmp[8] = {};
+        int32x4_t lo[NT], hi[NT];
+        dot_tokens<Dot, NT>(p.q.data() + b * 1024 + cg * 256, qv[0], kGradRowBlock, lo, hi);
         const int64_t nc = n - c0 < 8 ? n - c0 : 8;
-        std::memcpy(tmp, out + c0, static_cast<size_t>(nc) * sizeof(float));
-        vst1q_f32(tmp, vfmaq_n_f32(vld1q_f32(tmp), vcvtq_f32_s32(lo), e));
-        vst1q_f32(tmp + 4, vfmaq_n_f32(vld1q_f32(tmp + 4), vcvtq_f32_s32(hi), e));
-        std::memcpy(out + c0, tmp, static_cast<size_t>(nc) * sizeof(float));
+        for (int t = 0; t < NT; ++t) {
+          if (nibble) {
+            lo[t] = vsubq_s32(lo[t], vdupq_n_s32(8 * s[t]));
+            hi[t] = vsubq_s32(hi[t], vdupq_n_s32(8 * s[t]));
+          }
+          float* out = D + (t0 + t) * ldd + c0;
+          float tmp[8] = {};
+          std::memcpy(tmp, out, static_cast<size_t>(nc) * sizeof(float));
+          vst1q_f32(tmp, vfmaq_n_f32(vld1q_f32(tmp), vcvtq_f32_s32(lo[t]), e[t]));
+          vst1q_f32(tmp + 4, vfmaq_n_f32(vld1q_f32(tmp + 4), vcvtq_f32_s32(hi[t]), e[t]));
+          std::memcpy(out, tmp, static_cast<size_t>(nc) * sizeof(float));
+        }
       }
     }
-  }
+  });
 }
 
 bool cpu_has_dotprod() {
