@@ -150,7 +150,8 @@ nlcli::Register reg_train(
                      "f16, int8 (every product), or a precision_plan.json")
           ->capture_default_str();
       sub.add_option("--precision-tol", a->precision_tol,
-                     "auto: a product gets the cheapest mode (int8 < f16 < f32) whose adapter-gradient relative "
+                     "auto: a product gets the cheapest mode the engine runs faster than f32 (cpu: int8; vulkan: int8, then "
+                     "f16) whose adapter-gradient relative "
                      "error is <= X and cosine >= 1 - X")
           ->capture_default_str();
       sub.add_option("--precision-calib-tokens", a->precision_calib_tokens, "auto: tokens of the calibration batch")

@@ -231,6 +231,8 @@ class CpuEngine final : public FrozenEngine {
   std::string backend() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
   std::string isa() const override { return kernels_.isa; }
+  // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
+  std::vector<Precision> cheaper_modes() const override { return {Precision::Int8}; }
 
   WeightHandle handle(int64_t layer, Proj p) const override {
     if (layer < 0 || layer >= n_layer_) fail("engine", "layer " + std::to_string(layer) + " out of range");

@@ -1,9 +1,10 @@
 // Choosing the precision plan by gradient sensitivity (see precision_plan.h).
 //
 // One calibration batch, one adapter. The reference pass runs every product in f32; then each
-// product in turn runs in int8, and if that moves the adapter gradients by more than the
-// tolerance, in f16; everything else stays f32 in those passes, so each measurement is the
-// effect of that product alone. The passes go through a ReplayEngine, which serves each pass's
+// product in turn runs in the engine's cheapest mode (int8), and if that moves the adapter
+// gradients by more than the tolerance, in its next cheaper one (f16 on an accelerator; the
+// cpu engine has none); everything else stays f32 in those passes, so each measurement is
+// the effect of that product alone. The passes go through a ReplayEngine, which serves each pass's
 // products from the reference recording up to the first product that differs: the figures are
 // those of full passes, the time is less.
 #include <chrono>
@@ -121,7 +122,8 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   CalibrationResult res;
   res.tokens = batch.n_tokens();
   const std::vector<Slot> slots = all_slots(n_layer);
-  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * std::size(kCheaperModes));  // an upper bound
+  const std::vector<Precision> modes = engine.cheaper_modes();
+  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * modes.size());  // an upper bound
   auto pass = [&] {
     for (LoraPair& p : grads.pairs) {
       std::fill(p.A.begin(), p.A.end(), 0.0f);
@@ -166,18 +168,18 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   // Recompute products that the step never runs: the down projection's (a recomputed block
   // stops before it) and those of the blocks whose activations the step keeps (the last
   // ones; a training run keeps at least as many). They cost nothing in any mode, so they get
-  // the cheapest without a pass.
+  // the cheapest without a pass (f32 when the engine has no cheaper mode).
   const int64_t first_kept = n_layer - step.kept_blocks();
   auto never_runs = [&](const Slot& s) {
     return s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer >= first_kept);
   };
   for (const Slot& s : slots) {
     if (never_runs(s)) {
-      set_slot(res.plan, s, kCheaperModes[0]);
+      if (!modes.empty()) set_slot(res.plan, s, modes[0]);
       ++res.not_run;
       continue;
     }
-    for (Precision m : kCheaperModes) {
+    for (Precision m : modes) {
       set_slot(trial, s, m);
       replay.start_replay();
       const std::vector<float> g = pass();
@@ -213,6 +215,11 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
                           {"supervised", n_sup},
                           {"passes", res.passes},
                           {"not_run", res.not_run},
+                          {"modes_tried", [&] {
+                             nlohmann::json m = nlohmann::json::array();
+                             for (Precision p : modes) m.push_back(precision_name(p));
+                             return m;
+                           }()},
                           {"seconds", res.seconds},
                           {"replayed_products", res.replayed_products},
                           {"computed_products", res.computed_products},

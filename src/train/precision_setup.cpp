@@ -65,7 +65,7 @@ PrecisionPlan setup_precision(Trainer& trainer, const TrainingJobOptions& o, con
     co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
     CalibrationResult r = trainer.calibrate_precision(co, o.precision_calib_tokens);
     out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s (%lld products measured, %lld recompute "
-                       "products the step never runs set to int8 unmeasured; %lld engine products replayed from the "
+                       "products the step never runs set to the cheapest mode unmeasured; %lld engine products replayed from the "
                        "reference pass, %lld computed)",
                        static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds,
                        static_cast<long long>(r.measured.size()), static_cast<long long>(r.not_run),

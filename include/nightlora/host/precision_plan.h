@@ -9,8 +9,9 @@
 //
 // `--precision auto` chooses the plan by measurement (calibrate_precision): on one small
 // calibration batch it computes the adapter gradients with every product in f32 (the
-// reference), then, for each product in turn and each cheaper mode from the cheapest
-// (int8 < f16 < f32), the gradients with THAT product alone in that mode. The cheapest mode
+// reference), then, for each product in turn and each mode the engine runs cheaper than f32
+// (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an accelerator, int8 alone
+// on the cpu engine), the gradients with THAT product alone in that mode. The cheapest mode
 // whose relative error ||g - g_ref|| / ||g_ref|| is at most `tol` and whose cosine with g_ref
 // is at least 1 - tol is kept. The plan is printed, written next to the run, stored in its
 // checkpoints and reused on resume.
@@ -34,9 +35,6 @@ namespace nl {
 enum class FrozenProduct : uint8_t { Forward = 0, Recompute = 1, InputGrad = 2 };
 constexpr int kNumFrozenProducts = 3;
 const char* frozen_product_name(FrozenProduct k);  // "forward" | "recompute" | "input_grad"
-
-// Cheapest first: the order in which calibration tries modes.
-constexpr Precision kCheaperModes[] = {Precision::Int8, Precision::F16};
 
 struct PrecisionPlan {
   int64_t n_layer = 0;
@@ -108,7 +106,7 @@ struct CalibrationResult {
   PrecisionPlan plan;  // origin "auto"; plan.calibration holds the figures below as JSON
   std::vector<ProductSensitivity> measured;
   int64_t passes = 0;           // forward+backward passes run, the reference included
-  int64_t not_run = 0;          // recompute products the step never runs: set to int8 unmeasured
+  int64_t not_run = 0;          // recompute products the step never runs: set to the cheapest mode unmeasured
   int64_t tokens = 0;           // tokens of the calibration batch
   int64_t replayed_products = 0;  // engine products served from the reference pass
   int64_t computed_products = 0;  // engine products computed
@@ -116,7 +114,7 @@ struct CalibrationResult {
 };
 
 // Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
-// 2 + at most (n_layer * 21 + 2 - not_run) * 2 forward+backward passes (the f32 reference
+// 2 + at most (n_layer * 21 + 2 - not_run) * (cheaper modes) forward+backward passes (the f32 reference
 // twice, to check the step is deterministic; then a product stops at the first (cheapest)
 // mode within tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
 // are all zero, not finite or not reproducible, or tol is negative.
