@@ -6,7 +6,7 @@
 // of storing them. Reductions over tokens are split over output elements so each is summed
 // by one task in token order (deterministic for any thread count).
 #include <algorithm>
-#include <cstring>
+#include <vector>
 
 #include "det_rng.h"
 #include "ops.h"

@@ -17,6 +17,7 @@
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/memory_plan.h"
+#include "nightlora/host/step_timing.h"
 #include "nightlora/host/trainer.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/background_gate.h"
@@ -86,15 +87,6 @@ void trim_log(const fs::path& log_path, int64_t step) {
     if (row.value("step", int64_t{0}) <= step) kept += line + "\n";
   }
   write_file_atomic(log_path.string(), kept);
-}
-
-// VmHWM from /proc/self/status (Linux): the peak resident set size of this process.
-std::optional<int64_t> process_peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;  // "VmHWM:   123456 kB"
-  return std::nullopt;
 }
 
 std::string hms(double s) {
@@ -270,7 +262,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     bool has_rss = false;
     for (auto it = row.begin(); it != row.end(); ++it) has_rss |= it.key().find("rss") != std::string::npos;
     if (!has_rss)
-      if (auto hwm = process_peak_rss_bytes()) row["process_peak_rss_bytes"] = *hwm;
+      if (const size_t peak = peak_rss_bytes()) row["process_peak_rss_bytes"] = peak;
     log << row.dump() << "\n";
     if (dev) {
       // The simulated device's view of the step; its energy is simulated, so it is kept apart
