@@ -12,12 +12,19 @@
 //                         multiply-adds:  acc = fma(float(isum), dw[r,b] * dx[t,b], acc)
 //               isum    = sum_j qx[t,b,j] * qw[r,b,j]   (exact, in integers)
 //   input grad  dX = dY·W reduces over rows, along which W's scale dw[r,b] varies: it is
-//               folded into dY first. For column block b and row block R (32 rows):
-//                 v[r] = dY[t,r] * dw[r,b] (r in R), quantized per (t, b, R) -> qv, e
+//               folded into dY first, under a scale bound computed from the two factors
+//               separately (so dY is scaled once per row block, not once per column block).
+//               For token t and row block R (32 rows):
+//                 ey = max_{r in R} |dY[t,r]| / 127, y[r] = dY[t,r] * (1/ey)   (0 if ey = 0)
+//               for column block b and R (computed once, when the panel is packed):
+//                 m = max_{r in R} |dw[r,b]|, rho[r] = dw[r,b] / m   (0 if m = 0)
+//               then qv[r] = round(y[r] * rho[r])  (|y rho| <= 127), e = ey * m and
 //               dX[t,c] = sum over R, in increasing order: acc = fma(float(isum), e, acc)
 //               isum    = sum_{r in R} qv[r] * qw[r,c]
-//               The requantization costs about 1/32 of the product (one pass over 32 rows
-//               per 32x32 weight tile).
+//               The weights enter exactly as in the forward product (dw and qw as stored).
+//               The bound e >= max|dY dw| / 127 costs precision only when |dY| and |dw|
+//               peak on different rows of a block. Per 32x32 weight tile and token the
+//               requantization is one multiply and one rounding per row.
 // The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
 // to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
 // multiple of 32, f32/f16 weights only) are padded with zeros.
@@ -32,7 +39,7 @@
 //                 each chunk 8 rows x 4 bytes (32 bytes).
 //   GradPanel:    32 rows (one row block) x the task's column blocks, transposed: per block
 //                 4 groups of 8 columns, each 8 chunks (4 consecutive rows) of 8 columns x
-//                 4 bytes.
+//                 4 bytes; per block the scale bound m and the 32 ratios rho.
 // Q4_0 weights stay unsigned nibbles u in [0, 15] (value u - 8) in the panels: AVX2's
 // vpmaddubsw multiplies unsigned by signed bytes, and sum (u - 8) q = sum u q - 8 sum q, so
 // the offset costs one subtraction per block (sum q comes with the quantized activations).
@@ -66,14 +73,24 @@ struct ForwardPanel {
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;
   int64_t blocks = 0;
-  std::vector<uint8_t> q;  // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
-  std::vector<float> d;    // blocks x 32 rows: the weight scales folded into dY (padded rows: 0)
+  std::vector<uint8_t> q;    // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
+  std::vector<float> rho;    // blocks x 32 rows: dw[r,b] / m[b] (padded rows: 0)
+  std::vector<float> m;      // blocks: max |dw[r,b]| over the block's rows
   void resize(int64_t nb) {
     blocks = nb;
     if (q.size() < static_cast<size_t>(nb * 1024)) q.resize(static_cast<size_t>(nb * 1024));
-    if (d.size() < static_cast<size_t>(nb * 32)) d.resize(static_cast<size_t>(nb * 32));
+    if (rho.size() < static_cast<size_t>(nb * 32)) rho.resize(static_cast<size_t>(nb * 32));
+    if (m.size() < static_cast<size_t>(nb)) m.resize(static_cast<size_t>(nb));
   }
 };
+
+// The packers store each row's weight scale dw[r,b] in rho; this turns them into the scale
+// bound m[b] and the ratios rho = dw / m (one definition for every ISA's packers).
+void normalize_grad_scales(GradPanel& p);
+
+// The dY side of the input gradient for one token and row block (nrows <= 32 values of g,
+// the rest taken as 0): y[r] = g[r] * (1/ey), returns ey = max|g| / 127.
+float scale_grad_rows(const float* g, int64_t nrows, float* y);
 
 struct Int8Kernels {
   const char* isa;

@@ -31,36 +31,45 @@ inline __m256i broadcast_chunk(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// 32 floats times inv, rounded half to even, stored as int8 in column order; returns their
-// sum. The second half of the quantizer, shared by its two forms below.
-inline int32_t round_and_store(__m256 v0, __m256 v1, __m256 v2, __m256 v3, __m256 inv, int8_t* q) {
-  const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv));
-  const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv));
-  const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, inv));
-  const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, inv));
-  const __m256i s8 = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+// 32 values rounded half to even, stored as int8 in order; returns the quants' partial
+// sums in 8 lanes.
+inline __m256i round_to_int8(const __m256 v[4], int8_t* q) {
+  __m256i i[4];
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(v[k]);
+  // packs work per 128-bit lane; the permute puts the 32 bytes back in order.
+  const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+}
+
+inline int32_t lane_sum(__m256i v) {
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
   s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-  // packs work per 128-bit lane; the permute puts the 32 bytes back in column order.
-  const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
-                      _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   return _mm_cvtsi128_si32(s4);
+}
+
+// max |v| of 32 values (exact in any order).
+inline float max_abs(const __m256 v[4]) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                                 _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
 
 // The quantizer of kernels_int8.h on 32 floats in four registers: same max, same scale,
 // same products and the same round-half-to-even conversion as quantize_block_scalar.
 inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q, float* d, int32_t* sum) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, abs_mask), _mm256_and_ps(v1, abs_mask)),
-                           _mm256_max_ps(_mm256_and_ps(v2, abs_mask), _mm256_and_ps(v3, abs_mask)));
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  const float amax = _mm_cvtss_f32(h);
-  const float scale = amax / 127.0f;
-  *sum = round_and_store(v0, v1, v2, v3, _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f), q);
+  const __m256 v[4] = {v0, v1, v2, v3};
+  const float scale = max_abs(v) / 127.0f;
+  const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+  const __m256 scaled[4] = {_mm256_mul_ps(v0, inv), _mm256_mul_ps(v1, inv), _mm256_mul_ps(v2, inv),
+                            _mm256_mul_ps(v3, inv)};
+  *sum = lane_sum(round_to_int8(scaled, q));
   *d = scale;
 }
 
@@ -135,7 +144,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   const __m256i low = _mm256_set1_epi8(0x0F);
   for (int64_t b = b0; b < b1; ++b) {
     __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
-    float* scales = p.d.data() + (b - b0) * 32;
+    float* scales = p.rho.data() + (b - b0) * 32;
     for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
       const int64_t row0 = rb * kGradRowBlock + 4 * k;
       const int64_t g = row0 / kTileRows, i0 = row0 % kTileRows;
@@ -165,6 +174,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
       }
     }
   }
+  normalize_grad_scales(p);
 }
 
 // 32 floats of row `row` of P from column c0 (zeros past n or for a padded row).
@@ -212,7 +222,7 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
         __m256 v[4];
         load_block(P, ldp, 4 * k + s, nrows, b * kQ8Block, n, v);
         int32_t sum;
-        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.d[static_cast<size_t>(b * 32 + 4 * k + s)], &sum);
+        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.rho[static_cast<size_t>(b * 32 + 4 * k + s)], &sum);
       }
       for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
         __m128i r[4];
@@ -226,6 +236,7 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
       }
     }
   }
+  normalize_grad_scales(p);
 }
 
 // An empty asm that takes v in a register, so each sum is built chunk by chunk, in order.
@@ -316,55 +327,40 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
-// The max of each of eight vectors, as the eight lanes of one vector (a transposing
-// reduction: 7 maxes and 6 shuffles instead of 8 separate horizontal maxes).
-inline __m256 lane_maxes(const __m256 m[8]) {
-  __m256 pair[4];
-  for (int i = 0; i < 4; ++i)
-    pair[i] = _mm256_max_ps(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]), _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
-  const __m256 q0 = _mm256_max_ps(_mm256_shuffle_ps(pair[0], pair[1], 0x44), _mm256_shuffle_ps(pair[0], pair[1], 0xEE));
-  const __m256 q1 = _mm256_max_ps(_mm256_shuffle_ps(pair[2], pair[3], 0x44), _mm256_shuffle_ps(pair[2], pair[3], 0xEE));
-  return _mm256_max_ps(_mm256_permute2f128_ps(q0, q1, 0x20), _mm256_permute2f128_ps(q0, q1, 0x31));
+// scale_grad_rows (kernels_int8.h) on one token's row block, y stored at y: the scalar's
+// arithmetic (the max is exact in any order).
+inline float scale_grad_rows_avx2(const float* g, int64_t nrows, float* y) {
+  alignas(32) float padded[kGradRowBlock];
+  if (nrows < kGradRowBlock) {
+    std::memset(padded, 0, sizeof padded);
+    std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
+    g = padded;
+  }
+  __m256 v[4];
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + 8 * k);
+  const float ey = max_abs(v) / 127.0f;
+  const __m256 inv = _mm256_set1_ps(ey != 0.0f ? 1.0f / ey : 0.0f);
+  for (int k = 0; k < 4; ++k) _mm256_store_ps(y + 8 * k, _mm256_mul_ps(v[k], inv));
+  return ey;
 }
 
-// quantize_block for nb <= 8 column blocks of one token's 32 dY values g, each first
-// multiplied by that block's 32 weight scales (dw + 32 b): the blocks' maxima and the two
-// divisions of each scale are done for all blocks at once, as lanes of one vector. Lane by
-// lane these are the same IEEE operations as the scalar quantizer's, so the result is too.
-inline void quantize_scaled_blocks(const float* g, const float* dw, int64_t nb, int8_t* q, float* d, int32_t* sum) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 g0 = _mm256_loadu_ps(g), g1 = _mm256_loadu_ps(g + 8), g2 = _mm256_loadu_ps(g + 16),
-               g3 = _mm256_loadu_ps(g + 24);
-  __m256 m[8];
-  for (int64_t b = 0; b < 8; ++b) {
-    if (b >= nb) {
-      m[b] = _mm256_setzero_ps();
-      continue;
-    }
-    const float* w = dw + 32 * b;
-    m[b] = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), abs_mask),
-                                       _mm256_and_ps(_mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)), abs_mask)),
-                         _mm256_max_ps(_mm256_and_ps(_mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), abs_mask),
-                                       _mm256_and_ps(_mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)), abs_mask)));
-  }
-  const __m256 scale = _mm256_div_ps(lane_maxes(m), _mm256_set1_ps(127.0f));
-  const __m256 nonzero = _mm256_cmp_ps(scale, _mm256_setzero_ps(), _CMP_NEQ_UQ);
-  const __m256 inv = _mm256_and_ps(_mm256_div_ps(_mm256_set1_ps(1.0f), scale), nonzero);
-  alignas(32) float invs[8];
-  _mm256_storeu_ps(d, scale);  // d has room for 8 (kBlocksPerPass)
-  _mm256_store_ps(invs, inv);
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* w = dw + 32 * b;
-    sum[b] = round_and_store(_mm256_mul_ps(g0, _mm256_loadu_ps(w)), _mm256_mul_ps(g1, _mm256_loadu_ps(w + 8)),
-                             _mm256_mul_ps(g2, _mm256_loadu_ps(w + 16)), _mm256_mul_ps(g3, _mm256_loadu_ps(w + 24)),
-                             _mm256_broadcast_ss(invs + b), q + 32 * b);
-  }
+// q[r] = round(y[r] * rho[r]) for a row block's 32 values; returns the quants' partial sums.
+inline __m256i round_rows(const __m256 y[4], const float* rho, int8_t* q) {
+  __m256 v[4];
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(y[k], _mm256_loadu_ps(rho + 8 * k));
+  return round_to_int8(v, q);
+}
+
+// The lane sum of each of eight vectors, as the eight lanes of one vector.
+inline __m256i lane_sums(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 // NT tokens x one row block. Two phases, so that neither waits on the other:
-//  1. dY with W's scales folded in is requantized for every (token, column block) into a
-//     small buffer. Each block's quantizer is a long dependent chain (max, two divisions,
-//     rounding); done back to back for independent blocks, the chains overlap.
+//  1. Each token's dY rows are scaled once (y), then requantized with every column block's
+//     ratios into a small buffer, with the quants' sums (for the nibble offset).
 //  2. Each weight chunk is loaded once and used for the NT tokens, whose activation chunks
 //     are broadcast from the buffer (as the forward kernel does).
 // Per output the arithmetic is the definition's, in its order: bit-identical to scalar.
@@ -372,24 +368,37 @@ template <int NT, Int8Kind K>
 void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPanel& p, int64_t n, float* D,
                        int64_t ldd) {
   constexpr int64_t kBlocksPerPass = 8;
-  alignas(32) float padded[NT][kGradRowBlock];  // zero-filled only when used: this runs per 4 tokens
+  alignas(32) float y[NT][kGradRowBlock];
   alignas(32) int8_t qv[NT][kBlocksPerPass * kQ8Block];
-  float e[NT][kBlocksPerPass];
-  int32_t s[NT][kBlocksPerPass];
-  const float* g[NT];
-  for (int t = 0; t < NT; ++t) {
-    g[t] = G + t * ldg;
-    if (nrows < kGradRowBlock) {
-      std::memset(padded[t], 0, sizeof padded[t]);
-      std::memcpy(padded[t], g[t], static_cast<size_t>(nrows) * sizeof(float));
-      g[t] = padded[t];
-    }
-  }
+  alignas(32) int32_t offset[NT][kBlocksPerPass];  // 8 x the sum of each block's quants
+  float ey[NT], e[NT][kBlocksPerPass];
+  for (int t = 0; t < NT; ++t) ey[t] = scale_grad_rows_avx2(G + t * ldg, nrows, y[t]);
   for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
     const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
-    for (int t = 0; t < NT; ++t)
-      quantize_scaled_blocks(g[t], p.d.data() + b0 * 32, nb, qv[t], e[t], s[t]);
+    for (int t = 0; t < NT; ++t) {
+      // In registers: the compiler may not keep them there itself, as the int8 stores of
+      // round_rows may alias any object.
+      const __m256 yt[4] = {_mm256_load_ps(y[t]), _mm256_load_ps(y[t] + 8), _mm256_load_ps(y[t] + 16),
+                            _mm256_load_ps(y[t] + 24)};
+      __m256i partial[kBlocksPerPass];
+      for (int64_t b = 0; b < kBlocksPerPass; ++b) {
+        if (b >= nb) {
+          partial[b] = _mm256_setzero_si256();
+          continue;
+        }
+        partial[b] = round_rows(yt, p.rho.data() + (b0 + b) * kGradRowBlock, qv[t] + b * kQ8Block);
+        e[t][b] = ey[t] * p.m[static_cast<size_t>(b0 + b)];
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(offset[t]), _mm256_slli_epi32(lane_sums(partial), 3));
+    }
     for (int64_t b = 0; b < nb; ++b) {
+      // Per token, what the block's four column groups share (broadcast once, not per group).
+      __m256i off[NT];
+      __m256 ev[NT];
+      for (int t = 0; t < NT; ++t) {
+        off[t] = _mm256_set1_epi32(offset[t][b]);
+        ev[t] = _mm256_set1_ps(e[t][b]);
+      }
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = (b0 + b) * kQ8Block + cg * 8;
         if (c0 >= n) break;
@@ -397,15 +406,16 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPan
         dot_tokens<NT, K, false>(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024 + cg * 256),
                                  &qv[0][0] + b * kQ8Block, kBlocksPerPass * kQ8Block, part);
         for (int t = 0; t < NT; ++t) {
-          const __m256i isum = finish_sums<K>(part[t], s[t][b]);
-          const __m256 ev = _mm256_set1_ps(e[t][b]);
+          const __m256i isum =
+              K == Int8Kind::Nibble ? _mm256_sub_epi32(_mm256_madd_epi16(part[t], _mm256_set1_epi16(1)), off[t])
+                                    : part[t];
           float* out = D + t * ldd + c0;
           if (c0 + 8 <= n) {
-            _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(out)));
+            _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(out)));
           } else {
             float tmp[8] = {};
             std::memcpy(tmp, out, static_cast<size_t>(n - c0) * sizeof(float));
-            _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev, _mm256_loadu_ps(tmp)));
+            _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(tmp)));
             std::memcpy(out, tmp, static_cast<size_t>(n - c0) * sizeof(float));
           }
         }

@@ -166,21 +166,54 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
   });
 }
 
+// scale_grad_rows (kernels_int8.h) on one token's row block: the scalar's arithmetic (the
+// max is exact in any order).
+inline float scale_grad_rows_neon(const float* g, int64_t nrows, float* y) {
+  float padded[kGradRowBlock] = {};
+  if (nrows < kGradRowBlock) {
+    std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
+    g = padded;
+  }
+  float32x4_t v[8], m = vdupq_n_f32(0.0f);
+  for (int i = 0; i < 8; ++i) {
+    v[i] = vld1q_f32(g + 4 * i);
+    m = vmaxq_f32(m, vabsq_f32(v[i]));
+  }
+  const float ey = vmaxvq_f32(m) / 127.0f;
+  const float inv = ey != 0.0f ? 1.0f / ey : 0.0f;
+  for (int i = 0; i < 8; ++i) vst1q_f32(y + 4 * i, vmulq_n_f32(v[i], inv));
+  return ey;
+}
+
+// q[r] = round(y[r] * rho[r]) (half to even) for a row block's 32 values; returns their sum.
+inline int32_t round_rows_neon(const float* y, const float* rho, int8_t* q) {
+  int32x4_t s = vdupq_n_s32(0);
+  int16x8_t h[4];
+  for (int i = 0; i < 4; ++i) {
+    const int32x4_t a = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(y + 8 * i), vld1q_f32(rho + 8 * i)));
+    const int32x4_t b = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(y + 8 * i + 4), vld1q_f32(rho + 8 * i + 4)));
+    s = vaddq_s32(s, vaddq_s32(a, b));
+    h[i] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+  }
+  vst1q_s8(q, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+  vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
+  return vaddvq_s32(s);
+}
+
 template <bool Dot>
 void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
                      int64_t ldd) {
   const bool nibble = p.kind == Int8Kind::Nibble;
   token_blocks(nt, [&]<int NT>(int64_t t0) {
-    float v[kGradRowBlock];
+    float y[NT][kGradRowBlock], ey[NT];
     int8_t qv[NT][kGradRowBlock];
     float e[NT];
     int32_t s[NT];
+    for (int t = 0; t < NT; ++t) ey[t] = scale_grad_rows_neon(G + (t0 + t) * ldg, nrows, y[t]);
     for (int64_t b = 0; b < p.blocks; ++b) {
-      const float* dw = p.d.data() + b * 32;
       for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
-        const float* g = G + (t0 + t) * ldg;
-        for (int64_t r = 0; r < kGradRowBlock; ++r) v[r] = r < nrows ? g[r] * dw[r] : 0.0f;
-        quantize_block_neon(v, qv[t], &e[t], &s[t]);
+        s[t] = round_rows_neon(y[t], p.rho.data() + b * kGradRowBlock, qv[t]);
+        e[t] = ey[t] * p.m[static_cast<size_t>(b)];
       }
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = b * kQ8Block + cg * 8;
@@ -267,7 +300,7 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   p.resize(b1 - b0);
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* out = p.q.data() + (b - b0) * 1024;
-    float* scales = p.d.data() + (b - b0) * 32;
+    float* scales = p.rho.data() + (b - b0) * 32;
     for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
       uint8x16_t lo[4], hi[4];
       for (int64_t s = 0; s < 4; ++s) {
@@ -293,6 +326,7 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
       }
     }
   }
+  normalize_grad_scales(p);
 }
 
 void pack_forward_floats_neon(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {

@@ -38,6 +38,13 @@ uint8_t tile_byte(const TiledMatrix& m, const uint8_t* tile, int64_t nr, int64_t
   return q[j];
 }
 
+// round half to even (the default rounding mode). Only a non-finite value leaves
+// [-127, 127]; it gives -128, as the SIMD conversions do.
+inline int8_t round_to_int8(float v) {
+  const float r = std::nearbyint(v);
+  return static_cast<int8_t>(r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128);
+}
+
 Int8Kind tile_kind(const TiledMatrix& m) { return m.type == QType::Q4_0 ? Int8Kind::Nibble : Int8Kind::Signed; }
 
 void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
@@ -70,11 +77,12 @@ void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_
     const bool valid = row < m.rows;
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* tile = valid ? m.tile(g, b) : nullptr;
-      p.d[static_cast<size_t>((b - b0) * 32 + r)] = valid ? tile_scale(tile, i) : 0.0f;
+      p.rho[static_cast<size_t>((b - b0) * 32 + r)] = valid ? tile_scale(tile, i) : 0.0f;
       for (int64_t j = 0; j < kQ8Block; ++j)
         p.q[grad_index(b - b0, r, j)] = valid ? tile_byte(m, tile, m.group_rows(g), i, j) : 0;
     }
   }
+  normalize_grad_scales(p);
 }
 
 void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq, int64_t nt, const ForwardPanel& p,
@@ -95,15 +103,13 @@ void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq
 
 void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n,
                        float* D, int64_t ldd) {
-  float v[kGradRowBlock];
+  float y[kGradRowBlock];
   int8_t qv[kGradRowBlock];
-  for (int64_t t = 0; t < nt; ++t)
+  for (int64_t t = 0; t < nt; ++t) {
+    const float ey = scale_grad_rows(G + t * ldg, nrows, y);
     for (int64_t b = 0; b < p.blocks; ++b) {
-      for (int64_t r = 0; r < kGradRowBlock; ++r)
-        v[r] = r < nrows ? G[t * ldg + r] * p.d[static_cast<size_t>(b * 32 + r)] : 0.0f;
-      float e;
-      int32_t sum;
-      quantize_block_scalar(v, qv, &e, &sum);
+      for (int64_t r = 0; r < kGradRowBlock; ++r) qv[r] = round_to_int8(y[r] * p.rho[static_cast<size_t>(b * 32 + r)]);
+      const float e = ey * p.m[static_cast<size_t>(b)];
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
         for (int64_t r = 0; r < kGradRowBlock; ++r) isum += weight_value(p.kind, p.q[grad_index(b, r, j)]) * qv[r];
@@ -111,6 +117,7 @@ void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, int64_t nt, c
         out = std::fma(static_cast<float>(isum), e, out);
       }
     }
+  }
 }
 
 }  // namespace
@@ -122,14 +129,30 @@ void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum) {
   const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
   int32_t s = 0;
   for (int64_t j = 0; j < kQ8Block; ++j) {
-    const float r = std::nearbyint(v[j] * inv);  // the default rounding mode: half to even
-    // Only a non-finite input leaves [-127, 127]; SIMD conversions saturate such values.
-    const int qi = r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128;
-    q[j] = static_cast<int8_t>(qi);
-    s += qi;
+    q[j] = round_to_int8(v[j] * inv);
+    s += q[j];
   }
   *d = scale;
   *sum = s;
+}
+
+float scale_grad_rows(const float* g, int64_t nrows, float* y) {
+  float amax = 0.0f;
+  for (int64_t r = 0; r < nrows; ++r) amax = std::max(amax, std::fabs(g[r]));
+  const float ey = amax / 127.0f;
+  const float inv = ey != 0.0f ? 1.0f / ey : 0.0f;
+  for (int64_t r = 0; r < kGradRowBlock; ++r) y[r] = r < nrows ? g[r] * inv : 0.0f;
+  return ey;
+}
+
+void normalize_grad_scales(GradPanel& p) {
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    float* rho = p.rho.data() + b * kGradRowBlock;
+    float m = 0.0f;
+    for (int64_t r = 0; r < kGradRowBlock; ++r) m = std::max(m, std::fabs(rho[r]));
+    for (int64_t r = 0; r < kGradRowBlock; ++r) rho[r] = m != 0.0f ? rho[r] / m : 0.0f;
+    p.m[static_cast<size_t>(b)] = m;
+  }
 }
 
 void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nr, int64_t n,
@@ -161,9 +184,10 @@ void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t 
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kQ8Block;
       quantize_row(r < nrows ? P + r * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q,
-                   &p.d[static_cast<size_t>(b * 32 + r)], &sum);
+                   &p.rho[static_cast<size_t>(b * 32 + r)], &sum);
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
     }
+  normalize_grad_scales(p);
 }
 
 void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {

@@ -1,5 +1,6 @@
 #include "precision_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -78,25 +79,28 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
   const Int8Weights iw = int8_weights(W);
   const int64_t rows = W.rows(), cols = W.cols();
   std::memset(dX, 0, static_cast<size_t>(T * cols) * sizeof(float));
-  float v[kGradRowBlock];
-  int8_t qv[kGradRowBlock];
+  float y[kGradRowBlock];
   for (int64_t t = 0; t < T; ++t)
-    for (int64_t R = 0; R * kGradRowBlock < rows; ++R)
+    for (int64_t R = 0; R * kGradRowBlock < rows; ++R) {
+      const int64_t r0 = R * kGradRowBlock, nrows = std::min(kGradRowBlock, rows - r0);
+      const float ey = scale_grad_rows(dY + t * rows + r0, nrows, y);
       for (int64_t b = 0; b < iw.blocks; ++b) {
-        for (int64_t i = 0; i < kGradRowBlock; ++i) {
-          const int64_t r = R * kGradRowBlock + i;
-          v[i] = r < rows ? dY[t * rows + r] * iw.scale(r, b) : 0.0f;
+        float m = 0.0f;
+        for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.scale(r0 + i, b)));
+        int qv[kGradRowBlock] = {};
+        for (int64_t i = 0; i < nrows; ++i) {
+          const float rho = m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f;
+          const float r = std::nearbyint(y[i] * rho);
+          qv[i] = r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128;
         }
-        float e;
-        int32_t s;
-        quantize_block_scalar(v, qv, &e, &s);
+        const float e = ey * m;
         for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block && c < cols; ++c) {
           int32_t isum = 0;
-          for (int64_t i = 0; i < kGradRowBlock && R * kGradRowBlock + i < rows; ++i)
-            isum += qv[i] * iw.w(R * kGradRowBlock + i, c);
+          for (int64_t i = 0; i < nrows; ++i) isum += qv[i] * iw.w(r0 + i, c);
           dX[t * cols + c] = std::fma(static_cast<float>(isum), e, dX[t * cols + c]);
         }
       }
+    }
 }
 
 // f16 mode around an f32 product: inputs guarded and rounded, outputs unscaled, guarded,

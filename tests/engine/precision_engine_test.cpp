@@ -31,8 +31,9 @@ using nl::QType;
 // Relative error (Frobenius norm of the difference over the norm of the f32 product).
 //  f16: activations and outputs each carry one f16 rounding (relative 2^-11).
 constexpr double kF16VsF32 = 2e-3;
-//  int8: activations (and dY with W's scales folded in) rounded to 1/254 of their block's
-//  maximum; ~1% on random data. Types requantized from f32 panels (F16, F32, K-quants) add
+//  int8: activations rounded to 1/254 of their block's maximum, dY with W's scales folded in
+//  to 1/254 of the bound max|dY| max|dw| (coarser when the two peak on different rows, as
+//  on these rows of different magnitudes); ~1% on random data. Types requantized from f32 panels (F16, F32, K-quants) add
 //  the same rounding on the weights.
 constexpr double kInt8VsF32 = 2.5e-2;
 constexpr double kInt8RequantizedVsF32 = 4e-2;

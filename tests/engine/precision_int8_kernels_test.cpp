@@ -142,7 +142,8 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
       const int64_t m = b_hi - b_lo;
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + m * 1024, p1.q.begin())) << "grad panel, row block " << rb;
-      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + m * 32, p1.d.begin())) << "grad scales, row block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + m * 32, p1.rho.begin())) << "grad ratios, block " << rb;
+      ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + m, p1.m.begin())) << "grad scale bounds, block " << rb;
       const int64_t nrows = std::min<int64_t>(32, s.rows - rb * 32), n = m * 32;
       // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (the kernels accumulate).
       std::vector<float> d0 = random_vec(static_cast<size_t>(T * n), 11), d1 = d0;
@@ -170,13 +171,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                          });
 
 // Weights that are not Q4_0/Q8_0 are requantized per (row, 32 columns) from the f32 panel:
-// the forward and input-gradient packers must produce the same int8 weights and scales.
+// the forward and input-gradient packers must produce the same int8 weights and scales (the
+// input-gradient panel holds each block's largest |scale| m and the ratios scale / m).
 TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
   const int64_t rows = 21, cols = 75;  // partial row block, ragged columns
   const std::vector<float> W = random_vec(static_cast<size_t>(rows * cols), 3);
   GradPanel gp;
   nl::engine::pack_grad_floats(W.data(), cols, rows, cols, gp);
   ASSERT_EQ(gp.blocks, 3);
+  std::vector<float> scale(static_cast<size_t>(rows * 3));  // the forward panels' scales, [row][block]
   for (int64_t g = 0; g * 8 < rows; ++g) {
     ForwardPanel fp;
     const int64_t nr = std::min<int64_t>(8, rows - g * 8);
@@ -191,10 +194,19 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
         if (c >= cols) {
           ASSERT_EQ(f, 0) << "padding";
         }
-        if (j == 0) {
-          ASSERT_EQ(fp.d[static_cast<size_t>(b * 8 + i)], gp.d[static_cast<size_t>(b * 32 + r)]);
-        }
+        if (j == 0) scale[static_cast<size_t>(r * 3 + b)] = fp.d[static_cast<size_t>(b * 8 + i)];
       }
+  }
+  for (int64_t b = 0; b < 3; ++b) {
+    float m = 0.0f;
+    for (int64_t r = 0; r < rows; ++r) m = std::max(m, std::fabs(scale[static_cast<size_t>(r * 3 + b)]));
+    ASSERT_GT(m, 0.0f);
+    EXPECT_EQ(gp.m[static_cast<size_t>(b)], m) << "block " << b;
+    for (int64_t r = 0; r < 32; ++r) {
+      const float rho = gp.rho[static_cast<size_t>(b * 32 + r)];
+      EXPECT_EQ(rho, r < rows ? scale[static_cast<size_t>(r * 3 + b)] / m : 0.0f) << "row " << r << " block " << b;
+      EXPECT_LE(std::fabs(rho), 1.0f);
+    }
   }
 }
 
@@ -224,7 +236,8 @@ TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
       k->pack_grad_floats(W.data() + rb * 32 * ld, ld, nrows, cols, p1);
       ASSERT_EQ(p0.blocks, p1.blocks);
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 1024, p1.q.begin())) << "grad, block " << rb;
-      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + p0.blocks * 32, p1.d.begin())) << "grad scales " << rb;
+      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + p0.blocks * 32, p1.rho.begin())) << "grad ratios " << rb;
+      ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + p0.blocks, p1.m.begin())) << "grad bounds " << rb;
     }
   }
 }

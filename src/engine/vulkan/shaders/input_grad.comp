@@ -8,7 +8,8 @@
 //    made of it, activations.glsl; guard_f16 rounds dX after, per row.)
 //  Int8 mode (the cpu engine's definition, src/engine/kernels_int8.h): it walks row blocks
 //    of 32 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
-//    dY first: v[r] = dY[t, r] * dw[r, b] is quantized per (token, row block) here (e, qv),
+//    dY first, under a scale bound: with ey = max_r |dY[t, r]| / 127, y = dY / ey,
+//    m = max_r |dw[r, b]| and rho = dw / m, qv[r] = round(y[r] * rho[r]) and e = ey * m;
 //    then isum = sum_r qv[r] * qw[r, c] exactly in integers and acc = fma(float(isum), e, acc).
 //    F32/F16 weights are quantized per row and 32-column block with the same quantizer.
 layout(local_size_x = 64) in;
@@ -29,9 +30,10 @@ shared float w_tile[TILE_ROWS][33];
 shared float dy_tile[TILE_TOKENS][TILE_ROWS + 1u];
 // int8 mode
 shared int wq_block[ROW_BLOCK][33];
-shared float wd_block[ROW_BLOCK];
-shared float v_block[TILE_TOKENS][33];  // dY * dw, then its quants (small integers, exact)
-shared float e_block[TILE_TOKENS];
+shared float wd_block[ROW_BLOCK];       // dw, then rho = dw / wd_max
+shared float wd_max;
+shared float v_block[TILE_TOKENS][33];  // dY, then its quants (small integers, exact)
+shared float e_block[TILE_TOKENS];      // ey, then e = ey * wd_max
 
 void store(float acc[16], uint b, uint t0, uint j, uint th);
 
@@ -100,13 +102,20 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
       }
     }
     barrier();
-    // v = dY * dw for 32 tokens x 32 rows, then quantized per token.
+    // The scale bound of the block's weight scales, and their ratios to it.
+    if (lid == 0u) {
+      float m = 0.0;
+      for (uint i = 0u; i < ROW_BLOCK; ++i) m = max(m, abs(wd_block[i]));
+      wd_max = m;
+    }
+    // dY for 32 tokens x 32 rows, and each token's scale ey.
     for (uint k = 0u; k < 16u; ++k) {
       const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
       const uint t = t0 + tt, r = r0 + i;
-      v_block[tt][i] = t < p.T && r < p.rows ? dy[t * p.rows + r] * wd_block[i] : 0.0;
+      v_block[tt][i] = t < p.T && r < p.rows ? dy[t * p.rows + r] : 0.0;
     }
     barrier();
+    if (lid < ROW_BLOCK) wd_block[lid] = wd_max != 0.0 ? wd_block[lid] / wd_max : 0.0;
     if (lid < TILE_TOKENS) {
       float amax = 0.0;
       for (uint i = 0u; i < ROW_BLOCK; ++i) amax = max(amax, abs(v_block[lid][i]));
@@ -115,8 +124,11 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
     barrier();
     for (uint k = 0u; k < 16u; ++k) {
       const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
-      v_block[tt][i] = float(quantize_value(v_block[tt][i], quant_inverse(e_block[tt])));
+      const float y = v_block[tt][i] * quant_inverse(e_block[tt]);
+      v_block[tt][i] = float(quantize_value(y, wd_block[i]));
     }
+    barrier();
+    if (lid < TILE_TOKENS) e_block[lid] *= wd_max;
     barrier();
     for (uint k = 0u; k < 16u; ++k) {
       const uint tt = th + 2u * k;
