@@ -163,6 +163,14 @@ struct Int8Rows {
   std::vector<int32_t> sum;
 };
 
+// The scales of dY of an int8 input gradient, per (token, 32-row block), computed once for
+// every task (kernels_int8.h grad_row_scales): ey and its inverse, tokens x blocks each.
+struct Int8GradScales {
+  int64_t blocks = 0;  // per row of dY
+  std::vector<float> ey;
+  std::vector<float> inv;
+};
+
 bool int8_native(const ResidentMatrix& m) {
   return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
 }
@@ -185,12 +193,12 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          WorkerScratch& ws, const float* dY, float* dX, int64_t c0, int64_t c1, int64_t t0,
+                          WorkerScratch& ws, const float* dY, const Int8GradScales& g, float* dX, int64_t c0, int64_t c1, int64_t t0,
                           int64_t t1) {
   engine::GradPanel& panel = ws.grad8;
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
-  for (int64_t rb = 0; rb * engine::kGradRowBlock < rows; ++rb) {
+  for (int64_t rb = 0; rb < g.blocks; ++rb) {
     const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0);
     if (int8_native(m)) {
       k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
@@ -200,7 +208,9 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
         fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
       k8.pack_grad_floats(floats, n, nrows, n, panel);
     }
-    k8.input_grad(dY + t0 * rows + r0, rows, nrows, t1 - t0, panel, n, dX + t0 * cols + c0, cols);
+    const int64_t s0 = t0 * g.blocks + rb;
+    k8.input_grad(dY + t0 * rows + r0, rows, nrows, g.ey.data() + s0, g.inv.data() + s0, g.blocks, t1 - t0, panel,
+                  n, dX + t0 * cols + c0, cols);
   }
 }
 
@@ -278,7 +288,7 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
-    // int8 input gradients requantize dY inside each task's panel: no staging.
+    if (p == Precision::Int8) grow_int8_grad_scales(max_tokens, ceil_div(m.rows, engine::kGradRowBlock));
   }
 
   size_t resident_weight_bytes() const override {
@@ -408,6 +418,12 @@ class CpuEngine final : public FrozenEngine {
     x8_.sum.resize(static_cast<size_t>(T * blocks));
   }
 
+  void grow_int8_grad_scales(int64_t T, int64_t blocks) {
+    if (static_cast<int64_t>(g8_.ey.size()) >= T * blocks) return;
+    g8_.ey.resize(static_cast<size_t>(T * blocks));
+    g8_.inv.resize(static_cast<size_t>(T * blocks));
+  }
+
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
   template <class Body>
   void for_token_ranges(int64_t T, Body&& body) {
@@ -452,11 +468,18 @@ class CpuEngine final : public FrozenEngine {
                           std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
+      const int64_t rows = m.rows, blocks = ceil_div(rows, engine::kGradRowBlock);
+      g8_.blocks = blocks;
+      grow_int8_grad_scales(T, blocks);
+      for_token_ranges(T, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          int8_.grad_row_scales(job.in + t * rows, rows, g8_.ey.data() + t * blocks, g8_.inv.data() + t * blocks);
+      });
       const int64_t cols = m.cols, cb_size = input_grad_cols_per_task(m, Precision::Int8);
       const int64_t n_cblocks = (cols + cb_size - 1) / cb_size;
       pool_.parallel_for(n_cblocks * n_tblocks, [&](int64_t i, int worker) {
         const int64_t cb = i / n_tblocks, tb = i % n_tblocks;
-        input_grad_task_int8(kernels_, int8_, m, scratch(worker), job.in, job.out, cb * cb_size,
+        input_grad_task_int8(kernels_, int8_, m, scratch(worker), job.in, g8_, job.out, cb * cb_size,
                              std::min(cols, (cb + 1) * cb_size), tb * kTokensPerTask,
                              std::min(T, (tb + 1) * kTokensPerTask));
       });
@@ -473,6 +496,7 @@ class CpuEngine final : public FrozenEngine {
   std::vector<float> staged_;
   std::vector<int> row_scale_;
   Int8Rows x8_;
+  Int8GradScales g8_;
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
 

@@ -88,9 +88,9 @@ struct GradPanel {
 // bound m[b] and the ratios rho = dw / m (one definition for every ISA's packers).
 void normalize_grad_scales(GradPanel& p);
 
-// The dY side of the input gradient for one token and row block (nrows <= 32 values of g,
-// the rest taken as 0): y[r] = g[r] * (1/ey), returns ey = max|g| / 127.
-float scale_grad_rows(const float* g, int64_t nrows, float* y);
+// The scale of dY for one token and row block (nrows <= 32 values of g): returns
+// ey = max|g| / 127 and stores inv = 1/ey (0 if ey = 0); y = g * inv.
+float grad_block_scale(const float* g, int64_t nrows, float* inv);
 
 struct Int8Kernels {
   const char* isa;
@@ -109,10 +109,14 @@ struct Int8Kernels {
   // q + t * ldq (ldq = 32 * blocks), of d and sum at t * blocks.
   void (*forward)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                   const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);
+  // dY's scales for one token's row g[0, n), per row block R of 32 rows:
+  // ey[R] = max|g over R| / 127 and inv[R] = 1/ey[R] (0 if ey[R] = 0), as grad_block_scale.
+  void (*grad_row_scales)(const float* g, int64_t n, float* ey, float* inv);
   // Adds one row block's contribution to D[t*ldd + c] (t < nt, c < n): G holds the nrows
-  // (<= 32) dY values of the block for token t at G + t * ldg.
-  void (*input_grad)(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n,
-                     float* D, int64_t ldd);
+  // (<= 32) dY values of the block for token t at G + t * ldg, and their scale and its
+  // inverse at ey[t * lds], inv[t * lds].
+  void (*input_grad)(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd);
 };
 
 const Int8Kernels& int8_kernels_scalar();

@@ -327,21 +327,17 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
-// scale_grad_rows (kernels_int8.h) on one token's row block, y stored at y: the scalar's
-// arithmetic (the max is exact in any order).
-inline float scale_grad_rows_avx2(const float* g, int64_t nrows, float* y) {
-  alignas(32) float padded[kGradRowBlock];
-  if (nrows < kGradRowBlock) {
-    std::memset(padded, 0, sizeof padded);
-    std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
-    g = padded;
+// grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
+// order); the tail block goes through the scalar definition.
+void grad_row_scales_avx2(const float* g, int64_t n, float* ey, float* inv) {
+  int64_t R = 0;
+  for (; (R + 1) * kGradRowBlock <= n; ++R) {
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + R * kGradRowBlock + 8 * k);
+    ey[R] = max_abs(v) / 127.0f;
+    inv[R] = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
   }
-  __m256 v[4];
-  for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + 8 * k);
-  const float ey = max_abs(v) / 127.0f;
-  const __m256 inv = _mm256_set1_ps(ey != 0.0f ? 1.0f / ey : 0.0f);
-  for (int k = 0; k < 4; ++k) _mm256_store_ps(y + 8 * k, _mm256_mul_ps(v[k], inv));
-  return ey;
+  if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
 }
 
 // q[r] = round(y[r] * rho[r]) for a row block's 32 values; returns the quants' partial sums.
@@ -365,21 +361,27 @@ inline __m256i lane_sums(const __m256i v[8]) {
 //     are broadcast from the buffer (as the forward kernel does).
 // Per output the arithmetic is the definition's, in its order: bit-identical to scalar.
 template <int NT, Int8Kind K>
-void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPanel& p, int64_t n, float* D,
-                       int64_t ldd) {
+void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                       const GradPanel& p, int64_t n, float* D, int64_t ldd) {
   constexpr int64_t kBlocksPerPass = 8;
-  alignas(32) float y[NT][kGradRowBlock];
   alignas(32) int8_t qv[NT][kBlocksPerPass * kQ8Block];
   alignas(32) int32_t offset[NT][kBlocksPerPass];  // 8 x the sum of each block's quants
-  float ey[NT], e[NT][kBlocksPerPass];
-  for (int t = 0; t < NT; ++t) ey[t] = scale_grad_rows_avx2(G + t * ldg, nrows, y[t]);
+  float e[NT][kBlocksPerPass];
+  alignas(32) float padded[kGradRowBlock];  // zero-filled only when used (the last row block)
   for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
     const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
     for (int t = 0; t < NT; ++t) {
-      // In registers: the compiler may not keep them there itself, as the int8 stores of
-      // round_rows may alias any object.
-      const __m256 yt[4] = {_mm256_load_ps(y[t]), _mm256_load_ps(y[t] + 8), _mm256_load_ps(y[t] + 16),
-                            _mm256_load_ps(y[t] + 24)};
+      const float* g = G + t * ldg;
+      if (nrows < kGradRowBlock) {
+        std::memset(padded, 0, sizeof padded);
+        std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
+        g = padded;
+      }
+      // y = dY * (1/ey), in registers (the compiler would reload them: the int8 stores of
+      // round_rows may alias any object).
+      const __m256 iv = _mm256_set1_ps(inv[t * lds]);
+      const __m256 yt[4] = {_mm256_mul_ps(_mm256_loadu_ps(g), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 8), iv),
+                            _mm256_mul_ps(_mm256_loadu_ps(g + 16), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 24), iv)};
       __m256i partial[kBlocksPerPass];
       for (int64_t b = 0; b < kBlocksPerPass; ++b) {
         if (b >= nb) {
@@ -387,7 +389,7 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPan
           continue;
         }
         partial[b] = round_rows(yt, p.rho.data() + (b0 + b) * kGradRowBlock, qv[t] + b * kQ8Block);
-        e[t][b] = ey[t] * p.m[static_cast<size_t>(b0 + b)];
+        e[t][b] = ey[t * lds] * p.m[static_cast<size_t>(b0 + b)];
       }
       _mm256_store_si256(reinterpret_cast<__m256i*>(offset[t]), _mm256_slli_epi32(lane_sums(partial), 3));
     }
@@ -425,19 +427,21 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const GradPan
 }
 
 template <Int8Kind K>
-void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
-                     int64_t ldd) {
+void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
   int64_t t = 0;
-  for (; t + 4 <= nt; t += 4) input_grad_tokens<4, K>(G + t * ldg, ldg, nrows, p, n, D + t * ldd, ldd);
-  for (; t < nt; ++t) input_grad_tokens<1, K>(G + t * ldg, ldg, nrows, p, n, D + t * ldd, ldd);
+  for (; t + 4 <= nt; t += 4)
+    input_grad_tokens<4, K>(G + t * ldg, ldg, nrows, ey + t * lds, inv + t * lds, lds, p, n, D + t * ldd, ldd);
+  for (; t < nt; ++t)
+    input_grad_tokens<1, K>(G + t * ldg, ldg, nrows, ey + t * lds, inv + t * lds, lds, p, n, D + t * ldd, ldd);
 }
 
-void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
-                     int64_t ldd) {
+void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
   if (p.kind == Int8Kind::Nibble)
-    input_grad_kind<Int8Kind::Nibble>(G, ldg, nrows, nt, p, n, D, ldd);
+    input_grad_kind<Int8Kind::Nibble>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
   else
-    input_grad_kind<Int8Kind::Signed>(G, ldg, nrows, nt, p, n, D, ldd);
+    input_grad_kind<Int8Kind::Signed>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
 }
 
 }  // namespace
@@ -457,6 +461,7 @@ const Int8Kernels* int8_kernels_avx2() {
                              pack_forward_floats_avx2,
                              pack_grad_floats_avx2,
                              forward_avx2,
+                             grad_row_scales_avx2,
                              input_grad_avx2};
   return cpu_has_it ? &k : nullptr;
 }

@@ -166,23 +166,18 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
   });
 }
 
-// scale_grad_rows (kernels_int8.h) on one token's row block: the scalar's arithmetic (the
-// max is exact in any order).
-inline float scale_grad_rows_neon(const float* g, int64_t nrows, float* y) {
-  float padded[kGradRowBlock] = {};
-  if (nrows < kGradRowBlock) {
-    std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
-    g = padded;
+// grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
+// order); the tail block goes through the scalar definition.
+void grad_row_scales_neon(const float* g, int64_t n, float* ey, float* inv) {
+  int64_t R = 0;
+  for (; (R + 1) * kGradRowBlock <= n; ++R) {
+    const float* x = g + R * kGradRowBlock;
+    float32x4_t m = vdupq_n_f32(0.0f);
+    for (int i = 0; i < 8; ++i) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + 4 * i)));
+    ey[R] = vmaxvq_f32(m) / 127.0f;
+    inv[R] = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
   }
-  float32x4_t v[8], m = vdupq_n_f32(0.0f);
-  for (int i = 0; i < 8; ++i) {
-    v[i] = vld1q_f32(g + 4 * i);
-    m = vmaxq_f32(m, vabsq_f32(v[i]));
-  }
-  const float ey = vmaxvq_f32(m) / 127.0f;
-  const float inv = ey != 0.0f ? 1.0f / ey : 0.0f;
-  for (int i = 0; i < 8; ++i) vst1q_f32(y + 4 * i, vmulq_n_f32(v[i], inv));
-  return ey;
+  if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
 }
 
 // q[r] = round(y[r] * rho[r]) (half to even) for a row block's 32 values; returns their sum.
@@ -201,19 +196,23 @@ inline int32_t round_rows_neon(const float* y, const float* rho, int8_t* q) {
 }
 
 template <bool Dot>
-void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n, float* D,
-                     int64_t ldd) {
+void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
   const bool nibble = p.kind == Int8Kind::Nibble;
   token_blocks(nt, [&]<int NT>(int64_t t0) {
-    float y[NT][kGradRowBlock], ey[NT];
+    float y[NT][kGradRowBlock];  // dY * (1/ey), zeros past nrows
     int8_t qv[NT][kGradRowBlock];
     float e[NT];
     int32_t s[NT];
-    for (int t = 0; t < NT; ++t) ey[t] = scale_grad_rows_neon(G + (t0 + t) * ldg, nrows, y[t]);
+    for (int t = 0; t < NT; ++t) {
+      const float* g = G + (t0 + t) * ldg;
+      const float iv = inv[(t0 + t) * lds];
+      for (int64_t r = 0; r < kGradRowBlock; ++r) y[t][r] = r < nrows ? g[r] * iv : 0.0f;
+    }
     for (int64_t b = 0; b < p.blocks; ++b) {
       for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
         s[t] = round_rows_neon(y[t], p.rho.data() + b * kGradRowBlock, qv[t]);
-        e[t] = ey[t] * p.m[static_cast<size_t>(b)];
+        e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
       }
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = b * kQ8Block + cg * 8;
@@ -346,6 +345,7 @@ const Int8Kernels* int8_kernels_neon_widening() {
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<false>,
+                             grad_row_scales_neon,
                              input_grad_neon<false>};
   return &k;
 }
@@ -358,6 +358,7 @@ const Int8Kernels* int8_kernels_neon() {
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<true>,
+                             grad_row_scales_neon,
                              input_grad_neon<true>};
   static const bool dot = cpu_has_dotprod();
   return dot ? &k : int8_kernels_neon_widening();

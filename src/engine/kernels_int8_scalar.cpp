@@ -101,15 +101,20 @@ void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq
     }
 }
 
-void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, int64_t nt, const GradPanel& p, int64_t n,
-                       float* D, int64_t ldd) {
+void grad_row_scales_scalar(const float* g, int64_t n, float* ey, float* inv) {
+  for (int64_t R = 0; R * kGradRowBlock < n; ++R)
+    ey[R] = grad_block_scale(g + R * kGradRowBlock, std::min(kGradRowBlock, n - R * kGradRowBlock), inv + R);
+}
+
+void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                       int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
   float y[kGradRowBlock];
   int8_t qv[kGradRowBlock];
   for (int64_t t = 0; t < nt; ++t) {
-    const float ey = scale_grad_rows(G + t * ldg, nrows, y);
+    for (int64_t r = 0; r < kGradRowBlock; ++r) y[r] = r < nrows ? G[t * ldg + r] * inv[t * lds] : 0.0f;
     for (int64_t b = 0; b < p.blocks; ++b) {
       for (int64_t r = 0; r < kGradRowBlock; ++r) qv[r] = round_to_int8(y[r] * p.rho[static_cast<size_t>(b * 32 + r)]);
-      const float e = ey * p.m[static_cast<size_t>(b)];
+      const float e = ey[t * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
         for (int64_t r = 0; r < kGradRowBlock; ++r) isum += weight_value(p.kind, p.q[grad_index(b, r, j)]) * qv[r];
@@ -136,12 +141,11 @@ void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum) {
   *sum = s;
 }
 
-float scale_grad_rows(const float* g, int64_t nrows, float* y) {
+float grad_block_scale(const float* g, int64_t nrows, float* inv) {
   float amax = 0.0f;
   for (int64_t r = 0; r < nrows; ++r) amax = std::max(amax, std::fabs(g[r]));
   const float ey = amax / 127.0f;
-  const float inv = ey != 0.0f ? 1.0f / ey : 0.0f;
-  for (int64_t r = 0; r < kGradRowBlock; ++r) y[r] = r < nrows ? g[r] * inv : 0.0f;
+  *inv = ey != 0.0f ? 1.0f / ey : 0.0f;
   return ey;
 }
 
@@ -199,8 +203,15 @@ void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, Gra
 }
 
 const Int8Kernels& int8_kernels_scalar() {
-  static const Int8Kernels k{"scalar",           quantize_row_scalar, pack_forward_tiles_scalar, pack_grad_tiles_scalar,
-                             pack_forward_floats, pack_grad_floats,    forward_scalar,            input_grad_scalar};
+  static const Int8Kernels k{"scalar",
+                             quantize_row_scalar,
+                             pack_forward_tiles_scalar,
+                             pack_grad_tiles_scalar,
+                             pack_forward_floats,
+                             pack_grad_floats,
+                             forward_scalar,
+                             grad_row_scales_scalar,
+                             input_grad_scalar};
   return k;
 }
 

@@ -83,7 +83,9 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t R = 0; R * kGradRowBlock < rows; ++R) {
       const int64_t r0 = R * kGradRowBlock, nrows = std::min(kGradRowBlock, rows - r0);
-      const float ey = scale_grad_rows(dY + t * rows + r0, nrows, y);
+      float inv;
+      const float ey = grad_block_scale(dY + t * rows + r0, nrows, &inv);
+      for (int64_t i = 0; i < nrows; ++i) y[i] = dY[t * rows + r0 + i] * inv;
       for (int64_t b = 0; b < iw.blocks; ++b) {
         float m = 0.0f;
         for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.scale(r0 + i, b)));

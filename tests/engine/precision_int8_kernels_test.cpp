@@ -118,9 +118,19 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
   std::vector<float> dY = random_vec(static_cast<size_t>(T * s.rows), 10);
   // Token 2's dY is zero: its requantized blocks have scale 0 (the quantizer's special case).
   std::fill(dY.begin() + 2 * s.rows, dY.begin() + 3 * s.rows, 0.0f);
+  // dY's scales per (token, 32-row block), as the engine computes them for every task.
+  const int64_t nR = (s.rows + 31) / 32;
+  std::vector<float> ey(static_cast<size_t>(T * nR)), inv(ey.size());
+  for (int64_t t = 0; t < T; ++t)
+    ref.grad_row_scales(dY.data() + t * s.rows, s.rows, ey.data() + t * nR, inv.data() + t * nR);
 
   for (const Int8Kernels* k : simd_sets()) {
     SCOPED_TRACE(k->isa);
+    std::vector<float> ey1(ey.size(), -1.0f), inv1(inv.size(), -1.0f);
+    for (int64_t t = 0; t < T; ++t)
+      k->grad_row_scales(dY.data() + t * s.rows, s.rows, ey1.data() + t * nR, inv1.data() + t * nR);
+    EXPECT_EQ(ey1, ey) << "dY scales";
+    EXPECT_EQ(inv1, inv) << "dY inverse scales";
     for (int64_t g = 0; g < w.tiles.n_groups(); ++g) {
       ForwardPanel p0, p1;
       ref.pack_forward_tiles(w.tiles, g, p0);
@@ -145,15 +155,17 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + m * 32, p1.rho.begin())) << "grad ratios, block " << rb;
       ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + m, p1.m.begin())) << "grad scale bounds, block " << rb;
       const int64_t nrows = std::min<int64_t>(32, s.rows - rb * 32), n = m * 32;
+      const float* g = dY.data() + rb * 32;
+      const float *eb = ey.data() + rb, *ib = inv.data() + rb;
       // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (the kernels accumulate).
       std::vector<float> d0 = random_vec(static_cast<size_t>(T * n), 11), d1 = d0;
-      ref.input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n, d0.data(), n);
-      k->input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n, d1.data(), n);
+      ref.input_grad(g, s.rows, nrows, eb, ib, nR, T, p0, n, d0.data(), n);
+      k->input_grad(g, s.rows, nrows, eb, ib, nR, T, p0, n, d1.data(), n);
       EXPECT_EQ(d1, d0) << "input grad, row block " << rb;
       // A ragged column count (f32/f16 weights whose rows are not whole 32-blocks).
       std::vector<float> e0(static_cast<size_t>(T * n), 0.0f), e1 = e0;
-      ref.input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n - 5, e0.data(), n);
-      k->input_grad(dY.data() + rb * 32, s.rows, nrows, T, p0, n - 5, e1.data(), n);
+      ref.input_grad(g, s.rows, nrows, eb, ib, nR, T, p0, n - 5, e0.data(), n);
+      k->input_grad(g, s.rows, nrows, eb, ib, nR, T, p0, n - 5, e1.data(), n);
       EXPECT_EQ(e1, e0) << "input grad (ragged), row block " << rb;
     }
   }
