@@ -43,6 +43,7 @@ struct Shape {
   std::string projs;  // "k,v"
   nl::Proj first;     // the projection whose handle is timed
   int64_t in = 0, out = 0;
+  bool head = false;  // the output head (vocab x d_model) instead
 };
 
 std::vector<Shape> distinct_shapes(const std::string& preset, const std::vector<std::string>& wanted_projs) {
@@ -60,12 +61,17 @@ std::vector<Shape> distinct_shapes(const std::string& preset, const std::vector<
       shapes.push_back({preset, name, proj, in, out});
     }
   }
+  // The output head only when asked for (it is as large as all of a layer's projections
+  // together on Qwen's 151936-token vocabulary): in the step it runs per 64-row loss chunk.
+  if (std::find(wanted_projs.begin(), wanted_projs.end(), "head") != wanted_projs.end())
+    shapes.push_back({preset, "head", nl::Proj::Q, cfg.d_model, cfg.vocab, true});
   return shapes;
 }
 
 // A one-layer Model holding random weights of one type, quantized in memory, with the seven
 // projections of `preset` (the engine loads all seven plus an output head).
-std::unique_ptr<nl::Model> random_one_layer_model(const std::string& preset, nl::QType type, nl::ThreadPool& pool) {
+std::unique_ptr<nl::Model> random_one_layer_model(const std::string& preset, nl::QType type, bool full_head,
+                                                  nl::ThreadPool& pool) {
   auto model = std::make_unique<nl::Model>();
   model->config = nl::find_synth_preset(preset).config;
   model->config.n_layer = 1;
@@ -109,9 +115,9 @@ std::unique_ptr<nl::Model> random_one_layer_model(const std::string& preset, nl:
       case nl::Proj::Down: L.w_down = v; break;
     }
   }
-  // The output head is not benchmarked here; a small one keeps the engine's loader content.
-  model->weights.output = make("output", 256, model->config.d_model, 99);
-  model->config.vocab = 256;
+  // A small head keeps the engine's loader content when the head is not timed.
+  if (!full_head) model->config.vocab = 256;
+  model->weights.output = make("output", model->config.vocab, model->config.d_model, 99);
   return model;
 }
 
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
   app.add_option("--models", models, "synth presets whose projection shapes are timed (comma-separated)");
   app.add_option("--types", types, "weight types (comma-separated; any type the engine supports)");
   app.add_option("--tokens", tokens, "token counts T (comma-separated)");
-  app.add_option("--projs", projs, "only these projections (q,k,v,o,gate,up,down; default all)");
+  app.add_option("--projs", projs, "only these projections (q,k,v,o,gate,up,down; default all seven), and head for the output head");
   app.add_option("--threads", threads, "engine threads (0: all cores)");
   app.add_option("--reps", reps, "timed repetitions per product (best is kept)")->check(CLI::PositiveNumber);
   app.add_option("--budget", budget, "stop repeating a product after this many seconds")->check(CLI::PositiveNumber);
@@ -218,9 +224,9 @@ int main(int argc, char** argv) {
     for (const auto& t : split_list(types)) qtypes.push_back(nl::parse_qtype(t));
     const std::vector<std::string> proj_filter = split_list(projs);
     for (const auto& p : proj_filter) {
-      bool known = false;
+      bool known = p == "head";
       for (int i = 0; i < nl::kNumProj; ++i) known |= p == nl::proj_name(static_cast<nl::Proj>(i));
-      if (!known) nl::fail("--projs", "unknown projection '" + p + "'", "use q,k,v,o,gate,up,down");
+      if (!known) nl::fail("--projs", "unknown projection '" + p + "'", "use q,k,v,o,gate,up,down,head");
     }
     std::ofstream json_out;
     if (!jsonl.empty()) {
@@ -248,7 +254,8 @@ int main(int argc, char** argv) {
         // Qwen2.5-0.5B's 896) cannot hold it: say so in the table and go on.
         std::unique_ptr<nl::Model> model;
         try {
-          model = random_one_layer_model(preset, type, pool);
+          const bool head = std::any_of(shapes.begin(), shapes.end(), [](const Shape& x) { return x.head; });
+          model = random_one_layer_model(preset, type, head, pool);
         } catch (const nl::Error& e) {
           std::printf("| %s | all | - | %s | - | - | skipped: %s |||||||\n", preset.c_str(), nl::qtype_name(type),
                       e.what());
@@ -258,7 +265,7 @@ int main(int argc, char** argv) {
         eo.threads = n_threads;
         const auto engine = nl::make_engine(*model, eo);
         for (const Shape& s : shapes) {
-          const nl::WeightHandle h = engine->handle(0, s.first);
+          const nl::WeightHandle h = s.head ? engine->output_handle() : engine->handle(0, s.first);
           for (int64_t T : token_counts) {
             std::vector<float> X(static_cast<size_t>(T * s.in)), Y(static_cast<size_t>(T * s.out));
             std::mt19937 rng(static_cast<uint32_t>(T));
