@@ -17,21 +17,21 @@ import sys
 import time
 
 # Shapes as in src/modelio/synth.cpp (the presets' Hugging Face config.json values):
-# d_model, n_head, n_kv_head, head_dim, d_ff.
+# d_model, n_head, n_kv_head, head_dim, d_ff, vocab.
 PRESETS = {
-    "qwen2.5-0.5b": (896, 14, 2, 64, 4864),
-    "qwen2.5-1.5b": (1536, 12, 2, 128, 8960),
-    "qwen2.5-3b": (2048, 16, 2, 128, 11008),
-    "qwen3-1.7b": (2048, 16, 8, 128, 6144),
-    "llama-3.2-1b": (2048, 32, 8, 64, 8192),
-    "llama-3.2-3b": (3072, 24, 8, 128, 8192),
+    "qwen2.5-0.5b": (896, 14, 2, 64, 4864, 151936),
+    "qwen2.5-1.5b": (1536, 12, 2, 128, 8960, 151936),
+    "qwen2.5-3b": (2048, 16, 2, 128, 11008, 151936),
+    "qwen3-1.7b": (2048, 16, 8, 128, 6144, 151936),
+    "llama-3.2-1b": (2048, 32, 8, 64, 8192, 128256),
+    "llama-3.2-3b": (3072, 24, 8, 128, 8192, 128256),
 }
 PROJS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
 def distinct_shapes(model, wanted):
     """[(projs, out, in)], projections sharing a shape listed together (as nl_bench_products)."""
-    d, h, kvh, hd, ff = PRESETS[model]
+    d, h, kvh, hd, ff, vocab = PRESETS[model]
     shape = {"q": (h * hd, d), "k": (kvh * hd, d), "v": (kvh * hd, d), "o": (d, h * hd),
              "gate": (ff, d), "up": (ff, d), "down": (d, ff)}
     out = []
@@ -44,6 +44,8 @@ def distinct_shapes(model, wanted):
                 break
         else:
             out.append([p, shape[p][0], shape[p][1]])
+    if "head" in wanted:  # the output head only when asked for, as nl_bench_products
+        out.append(["head", vocab, d])
     return out
 
 
@@ -84,8 +86,8 @@ def main():
             raise SystemExit(f"torch_products.py: unknown model {m!r} (known: {', '.join(PRESETS)})")
     wanted = [p for p in a.projs.split(",") if p]
     for p in wanted:
-        if p not in PROJS:
-            raise SystemExit(f"torch_products.py: unknown projection {p!r} (use {','.join(PROJS)})")
+        if p not in PROJS and p != "head":
+            raise SystemExit(f"torch_products.py: unknown projection {p!r} (use {','.join(PROJS)},head)")
     tokens = [int(t) for t in a.tokens.split(",") if t]
 
     for line in torch_blas.describe(torch):

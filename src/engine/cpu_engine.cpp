@@ -276,7 +276,13 @@ class CpuEngine final : public FrozenEngine {
   int threads() const override { return pool_.size(); }
   std::string isa() const override { return kernels_.isa; }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
-  std::vector<Precision> cheaper_modes() const override { return {Precision::Int8}; }
+  // The int8 mode is cheaper only on Q4_0/Q8_0 tiles, whose quants it uses as stored; other
+  // types are dequantized and requantized per task, and measured on Zen 1 (AVX2) their int8
+  // products take 1.3-1.5x their f32 time (docs/PERFORMANCE.md; not measured on arm64).
+  std::vector<Precision> cheaper_modes(WeightHandle h) const override {
+    if (int8_native(at(h))) return {Precision::Int8};
+    return {};
+  }
 
   WeightHandle handle(int64_t layer, Proj p) const override {
     if (layer < 0 || layer >= n_layer_) fail("engine", "layer " + std::to_string(layer) + " out of range");

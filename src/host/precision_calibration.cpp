@@ -7,6 +7,7 @@
 // the effect of that product alone. The passes go through a ReplayEngine, which serves each pass's
 // products from the reference recording up to the first product that differs: the figures are
 // those of full passes, the time is less.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -122,8 +123,18 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   CalibrationResult res;
   res.tokens = batch.n_tokens();
   const std::vector<Slot> slots = all_slots(n_layer);
-  const std::vector<Precision> modes = engine.cheaper_modes();
-  const int64_t max_passes = 2 + static_cast<int64_t>(slots.size() * modes.size());  // an upper bound
+  // The modes tried for each slot's matrix (cheapest first), and every mode tried at all.
+  auto modes_of = [&](const Slot& s) {
+    return engine.cheaper_modes(s.layer < 0 ? engine.output_handle() : engine.handle(s.layer, s.proj));
+  };
+  std::vector<Precision> modes_tried;
+  int64_t max_passes = 2;  // an upper bound
+  for (const Slot& s : slots) {
+    const std::vector<Precision> m = modes_of(s);
+    max_passes += static_cast<int64_t>(m.size());
+    for (Precision p : m)
+      if (std::find(modes_tried.begin(), modes_tried.end(), p) == modes_tried.end()) modes_tried.push_back(p);
+  }
   auto pass = [&] {
     for (LoraPair& p : grads.pairs) {
       std::fill(p.A.begin(), p.A.end(), 0.0f);
@@ -174,6 +185,7 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
     return s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer >= first_kept);
   };
   for (const Slot& s : slots) {
+    const std::vector<Precision> modes = modes_of(s);
     if (never_runs(s)) {
       if (!modes.empty()) set_slot(res.plan, s, modes[0]);
       ++res.not_run;
@@ -217,7 +229,7 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
                           {"not_run", res.not_run},
                           {"modes_tried", [&] {
                              nlohmann::json m = nlohmann::json::array();
-                             for (Precision p : modes) m.push_back(precision_name(p));
+                             for (Precision p : modes_tried) m.push_back(precision_name(p));
                              return m;
                            }()},
                           {"seconds", res.seconds},

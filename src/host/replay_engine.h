@@ -35,7 +35,7 @@ class ReplayEngine final : public FrozenEngine {
   std::string backend() const override { return inner_.backend(); }
   int threads() const override { return inner_.threads(); }
   std::string isa() const override { return inner_.isa(); }
-  std::vector<Precision> cheaper_modes() const override { return inner_.cheaper_modes(); }
+  std::vector<Precision> cheaper_modes(WeightHandle h) const override { return inner_.cheaper_modes(h); }
   WeightHandle handle(int64_t layer, Proj p) const override { return inner_.handle(layer, p); }
   WeightHandle output_handle() const override { return inner_.output_handle(); }
   int64_t rows(WeightHandle h) const override { return inner_.rows(h); }

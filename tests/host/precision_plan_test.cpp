@@ -171,6 +171,27 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
   EXPECT_EQ(r.plan.calibration["passes"], r.passes);
 }
 
+// On the cpu engine only Q4_0/Q8_0 matrices have a mode cheaper than f32 (other types are
+// requantized per task in int8): calibrating an F16 model tries nothing and keeps f32.
+TEST(PrecisionCalibration, AutoTriesNothingWhereNoModeIsCheaper) {
+  nltest::TinyModel tm = nltest::make_tiny_model("qwen2", nl::QType::F16, 4);
+  auto engine = nl::make_engine(*tm.model, {"cpu", 2});
+  for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
+    EXPECT_TRUE(engine->cheaper_modes(engine->handle(l, Proj::Q)).empty());
+  const nl::Batch batch = nltest::make_batch({12, 9}, tm.model->config.vocab, 2, 11);
+  nl::LoraConfig lc;
+  lc.rank = 4;
+  const nl::LoraAdapter adapter = nltest::random_adapter(tm.model->config, lc, 5);
+  nl::CalibrationOptions o;
+  o.tol = 1e9;  // any mode tried would be accepted
+  o.threads = 2;
+  const nl::CalibrationResult r = nl::calibrate_precision(*tm.model, *engine, batch, adapter, o);
+  EXPECT_TRUE(r.measured.empty());
+  EXPECT_EQ(r.passes, 2);  // the f32 reference, twice
+  EXPECT_TRUE(r.plan.all(Precision::F32)) << r.plan.table();
+  EXPECT_EQ(r.plan.calibration["modes_tried"], json::array());
+}
+
 TEST(PrecisionCalibration, HugeToleranceTakesTheCheapestModeEverywhere) {
   Calib c;
   const nl::CalibrationResult r = c.run(1e9);

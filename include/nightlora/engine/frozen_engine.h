@@ -59,9 +59,10 @@ class FrozenEngine {
   virtual int threads() const = 0;
   // The instruction set its kernels use ("scalar", "avx2", ...).
   virtual std::string isa() const { return "scalar"; }
-  // The modes that cost less than f32 on this engine, cheapest first: the ones precision
-  // calibration tries. An accelerator stores f16 and multiplies int8 natively: int8, f16.
-  virtual std::vector<Precision> cheaper_modes() const { return {Precision::Int8, Precision::F16}; }
+  // The modes in which this engine computes the products of matrix h in less time than in
+  // f32, cheapest first: the ones precision calibration tries for it. An accelerator stores
+  // f16 and multiplies int8 natively: int8, f16.
+  virtual std::vector<Precision> cheaper_modes(WeightHandle) const { return {Precision::Int8, Precision::F16}; }
 
   // Handles of the resident matrices (valid for the engine's lifetime).
   virtual WeightHandle handle(int64_t layer, Proj p) const = 0;

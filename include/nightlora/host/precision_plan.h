@@ -10,8 +10,9 @@
 // `--precision auto` chooses the plan by measurement (calibrate_precision): on one small
 // calibration batch it computes the adapter gradients with every product in f32 (the
 // reference), then, for each product in turn and each mode the engine runs cheaper than f32
-// (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an accelerator, int8 alone
-// on the cpu engine), the gradients with THAT product alone in that mode. The cheapest mode
+// for its matrix (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an
+// accelerator; on the cpu engine int8 for Q4_0/Q8_0 matrices and nothing for other types),
+// the gradients with THAT product alone in that mode. The cheapest mode
 // whose relative error ||g - g_ref|| / ||g_ref|| is at most `tol` and whose cosine with g_ref
 // is at least 1 - tol is kept. The plan is printed, written next to the run, stored in its
 // checkpoints and reused on resume.
@@ -114,7 +115,7 @@ struct CalibrationResult {
 };
 
 // Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
-// 2 + at most (n_layer * 21 + 2 - not_run) * (cheaper modes) forward+backward passes (the f32 reference
+// 2 + at most (n_layer * 21 + 2 - not_run) * (cheaper modes per matrix) forward+backward passes (the f32 reference
 // twice, to check the step is deterministic; then a product stops at the first (cheapest)
 // mode within tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
 // are all zero, not finite or not reproducible, or tol is negative.
