@@ -86,9 +86,9 @@ int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
 }
 
 // The column ranges of an input gradient's tasks: at most input_grad_cols_per_task wide,
-// aligned to the quantization block and to 32 (the int8 blocks), nearly equal, and as many that (ranges x token blocks) is a multiple of
-// the threads where the blocks allow, so that no thread idles while another finishes the
-// last task. (The output head's 64-row loss chunks have one token block: with ranges of
+// aligned to the quantization block and to 32 (the int8 blocks), nearly equal, and as many
+// that (ranges x token blocks) is a multiple of the threads where the blocks allow, so that
+// no thread idles while another finishes the last task. (The output head's 64-row loss chunks have one token block: with ranges of
 // 256, 256, 256 and 128 columns one of two threads idled for a quarter of the product.)
 struct ColumnRanges {
   int64_t n = 0, blocks = 0, block = 0, cols = 0;
@@ -220,8 +220,8 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          WorkerScratch& ws, const float* dY, const Int8GradScales& g, float* dX, int64_t c0, int64_t c1, int64_t t0,
-                          int64_t t1) {
+                          WorkerScratch& ws, const float* dY, const Int8GradScales& g, float* dX, int64_t c0,
+                          int64_t c1, int64_t t0, int64_t t1) {
   engine::GradPanel& panel = ws.grad8;
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
