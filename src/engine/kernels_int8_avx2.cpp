@@ -21,6 +21,10 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+// Without reassociation GCC keeps each token's int16 sums as the chains they are written as
+// instead of trees of all 32 products (fewer spills): the input gradient is 3-4% faster on
+// Zen 1, the forward unchanged. (The integer sums are exact in any order.)
+#pragma GCC optimize("no-tree-reassoc")
 
 namespace nl::engine {
 namespace {

@@ -98,7 +98,7 @@ int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t
   for (Span* s : {&b.lx, &b.lxn, &b.ldxn, &b.ldx}) *s = cv.take(C * d);
   b.lrstd = cv.take(C);
   b.logits = cv.take(C * c.vocab);
-  b.attn_scratch = cv.take(c.n_head * T * kAttnScratchPerToken);
+  b.attn_scratch = cv.take(attn_scratch_floats(c.n_head, T, c.head_dim));
   b.bind(0);
   return cv.used;
 }

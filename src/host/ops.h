@@ -54,12 +54,14 @@ struct AttnShape {
   int64_t T, n_head, n_kv, hd;
   const int64_t* seq_start;  // n_seq + 1 offsets
   int64_t n_seq;
-  // n_head x T x kAttnScratchPerToken floats for the tiles of softmax rows (each task uses
-  // its own part); null: the ops use a per-thread buffer instead (which may grow, i.e.
-  // allocate).
+  // attn_scratch_floats(...) floats for the tiles of softmax rows and each query head's own
+  // key and value gradients (each task uses its own part); null: the ops use a per-thread
+  // buffer instead (which may grow, i.e. allocate).
   float* scratch = nullptr;
 };
-inline constexpr int64_t kAttnScratchPerToken = 8;  // two tiles of 4 query rows
+// Per query head and token: two tiles of 4 query rows (probabilities, score gradients) and
+// that head's gradient of one key row and one value row.
+inline int64_t attn_scratch_floats(int64_t n_head, int64_t T, int64_t hd) { return n_head * T * (8 + 2 * hd); }
 void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
                        ThreadPool& pool);
 // dq, dk, dv are overwritten.

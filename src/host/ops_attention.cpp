@@ -25,10 +25,14 @@ using vec4::load_n;
 using vec4::store_n;
 constexpr int kQueries = tile::kTileRows;
 
-// The tasks' scratch when the caller gives none (may allocate: tests and tools only).
-float* scratch(int64_t n) {
+// Task scratch for query head h over the sequence starting at s0 (L tokens): attn_scratch_floats
+// gives each (head, token) 8 + 2 hd floats. Without the caller's scratch, a per-thread
+// buffer (may allocate: tests and tools only).
+float* task_scratch(const AttnShape& s, int64_t h, int64_t s0, int64_t L) {
+  const int64_t per_token = 8 + 2 * s.hd;
+  if (s.scratch) return s.scratch + per_token * (h * s.T + s0);
   thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < n) buf.resize(static_cast<size_t>(n));
+  if (static_cast<int64_t>(buf.size()) < per_token * L) buf.resize(static_cast<size_t>(per_token * L));
   return buf.data();
 }
 
@@ -39,16 +43,23 @@ void block_rows(T* M, int64_t ld, int64_t col, int64_t t0, int nq, T* rows[kQuer
 }
 
 // p[j] = exp(p[j] - shift) for j < valid, 0 for valid <= j < n; returns the sum of the first.
+NL_HOST_KERNEL
 float exp_shifted(float* p, int64_t valid, int64_t n, float shift) {
+  const f4 s = vec4::splat(shift);
   f4 sum = {};
   int64_t j = 0;
-  for (; j < valid; j += 4) {
-    const int64_t nj = std::min<int64_t>(4, valid - j);
-    f4 e = vec4::exp(load_n(p + j, nj) - vec4::splat(shift));
-    if (nj < 4)
-      for (int64_t l = nj; l < 4; ++l) e[l] = 0.0f;
+  for (; j + 4 <= valid; j += 4) {
+    const f4 e = vec4::exp(vec4::load(p + j) - s);
+    sum += e;
+    vec4::store(p + j, e);
+  }
+  if (j < valid) {  // the last, partial vector: lanes past `valid` are 0
+    const int64_t nj = valid - j;
+    f4 e = vec4::exp(load_n(p + j, nj) - s);
+    for (int64_t l = nj; l < 4; ++l) e[l] = 0.0f;
     sum += e;
     store_n(p + j, e, std::min<int64_t>(4, n - j));
+    j += 4;
   }
   for (; j < n; ++j) p[j] = 0.0f;
   return vec4::sum(sum);
@@ -63,7 +74,7 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
   pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
     const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
-    float* P = s.scratch ? s.scratch + kAttnScratchPerToken * (h * s.T + s0) : scratch(kQueries * L);
+    float* P = task_scratch(s, h, s0, L);
     const float* K = k + s0 * kvd + g * hd;
     const float* V = v + s0 * kvd + g * hd;
     for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
@@ -95,48 +106,60 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
                         const float* out, const float* lse, float* dq, float* dk, float* dv, ThreadPool& pool) {
   const int64_t hd = s.hd, qd = s.n_head * hd, kvd = s.n_kv * hd, group = s.n_head / s.n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // One task per (kv head, sequence): it owns dk/dv of that kv head over the sequence and
-  // dq of the query heads of its group there, so no two tasks write the same element.
-  pool.parallel_for(s.n_kv * s.n_seq, [&](int64_t task) {
-    const int64_t g = task / s.n_seq, sq = task % s.n_seq;
+  // One task per (query head, sequence): it owns dq of that head and accumulates the head's
+  // own share of dk and dv in its scratch (contiguous rows; no two tasks write one cache
+  // line). As many tasks as query heads, so every thread has work even with 2 kv heads.
+  pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
+    const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
     const float* K = k + s0 * kvd + g * hd;
     const float* V = v + s0 * kvd + g * hd;
-    float* dK = dk + s0 * kvd + g * hd;
-    float* dV = dv + s0 * kvd + g * hd;
-    for (int64_t j = 0; j < L; ++j) {
-      std::memset(dK + j * kvd, 0, static_cast<size_t>(hd) * sizeof(float));
-      std::memset(dV + j * kvd, 0, static_cast<size_t>(hd) * sizeof(float));
-    }
-    float* P = s.scratch ? s.scratch + kAttnScratchPerToken * (g * s.T + s0) : scratch(2 * kQueries * L);
+    float* P = task_scratch(s, h, s0, L);
     float* dS = P + kQueries * L;
-    for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-      for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
-        const int nq = static_cast<int>(std::min<int64_t>(kQueries, s1 - t0));
-        const int64_t nk = t0 + nq - s0;
-        const float *Q[kQueries], *dO[kQueries], *Prow[kQueries], *dSrow[kQueries];
-        float* dQ[kQueries];
-        block_rows(q, qd, h * hd, t0, nq, Q);
-        block_rows(dout, qd, h * hd, t0, nq, dO);
-        block_rows(dq, qd, h * hd, t0, nq, dQ);
-        block_rows<const float>(P, L, 0, 0, nq, Prow);
-        block_rows<const float>(dS, L, 0, 0, nq, dSrow);
-        tile::dots(Q, nq, K, kvd, nk, hd, scale, P, L);
-        tile::dots(dO, nq, V, kvd, nk, hd, 1.0f, dS, L);
-        for (int a = 0; a < nq; ++a) {
-          const int64_t t = t0 + a;
-          float* p = P + a * L;
-          float* ds = dS + a * L;
-          exp_shifted(p, t - s0 + 1, nk, lse[t * s.n_head + h]);
-          const f4 D = vec4::splat(dot_f32(dO[a], out + t * qd + h * hd, hd)), sc = vec4::splat(scale);
-          for (int64_t j = 0; j < nk; j += 4)  // ds = scale · p ⊙ (dO·v − D); 0 past the causal edge (p = 0)
-            store_n(ds + j, sc * load_n(p + j, nk - j) * (load_n(ds + j, nk - j) - D), nk - j);
-        }
-        tile::add_outer(Prow, nq, dO, nk, hd, 1.0f, dV, kvd);             // dv_j += Σ_a p_aj dO_a
-        tile::add_outer(dSrow, nq, Q, nk, hd, 1.0f, dK, kvd);             // dk_j += scale Σ_a ds_aj q_a
-        tile::weighted_rows(dSrow, nq, K, kvd, nk, hd, 1.0f, dQ, false);  // dq_a = scale Σ_j ds_aj k_j
+    float* dK = dS + kQueries * L;  // L x hd: this head's part of dk, then of dv
+    float* dV = dK + L * hd;
+    std::memset(dK, 0, static_cast<size_t>(2 * L * hd) * sizeof(float));
+    for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
+      const int nq = static_cast<int>(std::min<int64_t>(kQueries, s1 - t0));
+      const int64_t nk = t0 + nq - s0;
+      const float *Q[kQueries], *dO[kQueries], *Prow[kQueries], *dSrow[kQueries];
+      float* dQ[kQueries];
+      block_rows(q, qd, h * hd, t0, nq, Q);
+      block_rows(dout, qd, h * hd, t0, nq, dO);
+      block_rows(dq, qd, h * hd, t0, nq, dQ);
+      block_rows<const float>(P, L, 0, 0, nq, Prow);
+      block_rows<const float>(dS, L, 0, 0, nq, dSrow);
+      tile::dots(Q, nq, K, kvd, nk, hd, scale, P, L);
+      tile::dots(dO, nq, V, kvd, nk, hd, 1.0f, dS, L);
+      for (int a = 0; a < nq; ++a) {
+        const int64_t t = t0 + a;
+        float* p = P + a * L;
+        float* ds = dS + a * L;
+        exp_shifted(p, t - s0 + 1, nk, lse[t * s.n_head + h]);
+        const f4 D = vec4::splat(dot_f32(dO[a], out + t * qd + h * hd, hd)), sc = vec4::splat(scale);
+        for (int64_t j = 0; j < nk; j += 4)  // ds = scale · p ⊙ (dO·v − D); 0 past the causal edge (p = 0)
+          store_n(ds + j, sc * load_n(p + j, nk - j) * (load_n(ds + j, nk - j) - D), nk - j);
       }
+      tile::add_outer(Prow, nq, dO, nk, hd, 1.0f, dV, hd);              // dv_j += Σ_a p_aj dO_a
+      tile::add_outer(dSrow, nq, Q, nk, hd, 1.0f, dK, hd);              // dk_j += scale Σ_a ds_aj q_a
+      tile::weighted_rows(dSrow, nq, K, kvd, nk, hd, 1.0f, dQ, false);  // dq_a = scale Σ_j ds_aj k_j
     }
+  });
+  // dk and dv of each kv head: its query heads' parts summed in head order.
+  pool.parallel_for(s.n_kv * s.n_seq, [&](int64_t task) {
+    const int64_t g = task / s.n_seq, sq = task % s.n_seq;
+    const int64_t s0 = s.seq_start[sq], L = s.seq_start[sq + 1] - s0;
+    for (int64_t j = 0; j < L; ++j)
+      for (int which = 0; which < 2; ++which) {
+        float* dst = (which == 0 ? dk : dv) + (s0 + j) * kvd + g * hd;
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          const float* part = task_scratch(s, h, s0, L) + 8 * L + which * L * hd + j * hd;
+          for (int64_t i = 0; i < hd; i += 4) {
+            const f4 x = load_n(part + i, hd - i);
+            store_n(dst + i, h == g * group ? x : load_n(dst + i, hd - i) + x, hd - i);
+          }
+        }
+      }
   });
 }
 

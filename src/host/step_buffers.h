@@ -43,7 +43,7 @@ struct StepBuffers : BlockActs {
   Span dz[kNumProj];
   Span dx, dxn, tmp1, tmp2, datt, dq, dk, dv, dq_lin, dk_lin, dh, dg, du, lora_u;
   Span lx, lxn, lrstd, logits, ldxn, ldx;  // loss chunk buffers
-  Span attn_scratch;                        // n_head x T x kAttnScratchPerToken: attention tiles
+  Span attn_scratch;                        // attn_scratch_floats: attention tiles and per-head dK, dV
 
   void bind(size_t slot) { static_cast<BlockActs&>(*this) = slots[slot]; }
 };

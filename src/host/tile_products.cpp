@@ -19,33 +19,66 @@ f4 lane_sums(f4 a, f4 b, f4 c, f4 d) {
   return __builtin_shuffle(ab, cd, i4{0, 1, 4, 5}) + __builtin_shuffle(ab, cd, i4{2, 3, 6, 7});
 }
 
-// Columns [i, i+8) of a row as two vectors: n0 and n1 real lanes (n1 may be 0).
+// Columns [i, i+8) of a row as two vectors. Full slabs (kFull) move whole vectors; the
+// last, partial slab of a row has n0 and n1 real lanes (n1 may be 0). The loops below run
+// every full slab first and the partial one after, so no branch sits in their inner loops.
+template <bool kFull>
 struct Slab {
-  int64_t n0, n1;
-  Slab(int64_t i, int64_t n) : n0(std::min<int64_t>(4, n - i)), n1(std::clamp<int64_t>(n - i - 4, 0, 4)) {}
+  int64_t n0 = 4, n1 = 4;
+  Slab(int64_t i, int64_t n) {
+    if constexpr (!kFull) {
+      n0 = std::min<int64_t>(4, n - i);
+      n1 = std::clamp<int64_t>(n - i - 4, 0, 4);
+    }
+  }
   void load(const float* p, f4& a, f4& b) const {
-    a = load_n(p, n0);
-    b = n1 > 0 ? load_n(p + 4, n1) : f4{};
+    if constexpr (kFull) {
+      a = vec4::load(p);
+      b = vec4::load(p + 4);
+    } else {
+      a = load_n(p, n0);
+      b = n1 > 0 ? load_n(p + 4, n1) : f4{};
+    }
   }
   void store(float* p, f4 a, f4 b) const {
-    store_n(p, a, n0);
-    if (n1 > 0) store_n(p + 4, b, n1);
+    if constexpr (kFull) {
+      vec4::store(p, a);
+      vec4::store(p + 4, b);
+    } else {
+      store_n(p, a, n0);
+      if (n1 > 0) store_n(p + 4, b, n1);
+    }
   }
 };
+
+// Calls f.template operator()<kFull>(i) for every 8-column slab i of [0, n).
+template <class F>
+void for_slabs(int64_t n, F&& f) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) f.template operator()<true>(i);
+  if (i < n) f.template operator()<false>(i);
+}
 
 template <int NP>
 void weighted_rows_n(const float* const P[kTileRows], const float* R, int64_t ldr, int64_t nk, int64_t n, float scale,
                      float* const Out[kTileRows], bool accumulate) {
-  for (int64_t i = 0; i < n; i += 8) {
-    const Slab s(i, n);
+  const float* p[NP];
+  float* out[NP];
+  for (int a = 0; a < NP; ++a) {
+    p[a] = P[a];
+    out[a] = Out[a];
+  }
+  for_slabs(n, [&]<bool kFull>(int64_t i) {
+    const Slab<kFull> s(i, n);
     f4 acc[NP][2] = {};
-    for (int64_t j = 0; j < nk; ++j) {
+    const float* r = R + i;
+    for (int64_t j = 0; j < nk; ++j, r += ldr) {
       f4 r0, r1;
-      s.load(R + j * ldr + i, r0, r1);
+      s.load(r, r0, r1);
       for (int a = 0; a < NP; ++a) {
-        const f4 p = vec4::splat(P[a][j]);
-        acc[a][0] += p * r0;
-        acc[a][1] += p * r1;
+        const f4 pa = vec4::splat(p[a][j]);
+        acc[a][0] += pa * r0;
+        acc[a][1] += pa * r1;
       }
     }
     const f4 k = vec4::splat(scale);
@@ -53,34 +86,36 @@ void weighted_rows_n(const float* const P[kTileRows], const float* R, int64_t ld
       f4 o0 = k * acc[a][0], o1 = k * acc[a][1];
       if (accumulate) {
         f4 y0, y1;
-        s.load(Out[a] + i, y0, y1);
+        s.load(out[a] + i, y0, y1);
         o0 += y0;
         o1 += y1;
       }
-      s.store(Out[a] + i, o0, o1);
+      s.store(out[a] + i, o0, o1);
     }
-  }
+  });
 }
 
 template <int NP>
 void add_outer_n(const float* const P[kTileRows], const float* const X[kTileRows], int64_t nk, int64_t n, float scale,
                  float* Y, int64_t ldy) {
-  for (int64_t i = 0; i < n; i += 8) {
-    const Slab s(i, n);
+  const float* p[NP];
+  for (int a = 0; a < NP; ++a) p[a] = P[a];
+  for_slabs(n, [&]<bool kFull>(int64_t i) {
+    const Slab<kFull> s(i, n);
     f4 x[NP][2];
     for (int a = 0; a < NP; ++a) s.load(X[a] + i, x[a][0], x[a][1]);
-    for (int64_t j = 0; j < nk; ++j) {
-      float* y = Y + j * ldy + i;
+    float* y = Y + i;
+    for (int64_t j = 0; j < nk; ++j, y += ldy) {
       f4 y0, y1;
       s.load(y, y0, y1);
       for (int a = 0; a < NP; ++a) {
-        const f4 p = vec4::splat(scale * P[a][j]);
-        y0 += p * x[a][0];
-        y1 += p * x[a][1];
+        const f4 pa = vec4::splat(scale * p[a][j]);
+        y0 += pa * x[a][0];
+        y1 += pa * x[a][1];
       }
       s.store(y, y0, y1);
     }
-  }
+  });
 }
 
 // Calls f.template operator()<N>() for N = n (1 .. kTileRows): the row count becomes a
@@ -97,8 +132,10 @@ void with_rows(int n, F&& f) {
 
 }  // namespace
 
+NL_HOST_KERNEL
 void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
           float* S, int64_t lds) {
+  const int64_t n4 = n / 4 * 4;
   for (int64_t j0 = 0; j0 < nk; j0 += 4) {
     const int64_t nj = std::min<int64_t>(4, nk - j0);
     const float* k[4];
@@ -107,14 +144,17 @@ void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, 
       const float* x0 = X[a];
       const float* x1 = a + 1 < nx ? X[a + 1] : x0;
       f4 acc[2][4] = {};
-      for (int64_t i = 0; i < n; i += 4) {
-        const f4 xa = load_n(x0 + i, n - i), xb = load_n(x1 + i, n - i);
+      auto step = [&](f4 xa, f4 xb, auto load_k) {
         for (int b = 0; b < 4; ++b) {
-          const f4 kb = load_n(k[b] + i, n - i);
+          const f4 kb = load_k(k[b]);
           acc[0][b] += xa * kb;
           acc[1][b] += xb * kb;
         }
-      }
+      };
+      for (int64_t i = 0; i < n4; i += 4)
+        step(vec4::load(x0 + i), vec4::load(x1 + i), [i](const float* r) { return vec4::load(r + i); });
+      if (n4 < n)
+        step(load_n(x0 + n4, n - n4), load_n(x1 + n4, n - n4), [&](const float* r) { return load_n(r + n4, n - n4); });
       for (int r = 0; r < 2 && a + r < nx; ++r)
         store_n(S + (a + r) * lds + j0, vec4::splat(scale) * lane_sums(acc[r][0], acc[r][1], acc[r][2], acc[r][3]),
                 nj);
@@ -122,11 +162,13 @@ void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, 
   }
 }
 
+NL_HOST_KERNEL
 void weighted_rows(const float* const P[kTileRows], int np, const float* R, int64_t ldr, int64_t nk, int64_t n,
                    float scale, float* const Out[kTileRows], bool accumulate) {
   with_rows(np, [&]<int N>() { weighted_rows_n<N>(P, R, ldr, nk, n, scale, Out, accumulate); });
 }
 
+NL_HOST_KERNEL
 void add_outer(const float* const P[kTileRows], int np, const float* const X[kTileRows], int64_t nk, int64_t n,
                float scale, float* Y, int64_t ldy) {
   with_rows(np, [&]<int N>() { add_outer_n<N>(P, X, nk, n, scale, Y, ldy); });

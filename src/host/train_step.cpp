@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "det_rng.h"
@@ -73,7 +74,12 @@ struct TrainStep::Impl : StepBuffers {
 
   // The memory plan: capacities, kept blocks and the arena the StepBuffers spans point into.
   int64_t cap_T = 0, cap_rank = 0, kept = 1;
-  std::unique_ptr<float[]> arena;
+  // Its start is aligned to a cache line (the spans are multiples of one): threads that write
+  // neighbouring columns of one buffer (attention heads) then never share a line.
+  struct AlignedFree {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
+  };
+  std::unique_ptr<float[], AlignedFree> arena;
   int64_t arena_floats = 0;
   StepTiming timing;  // of the last step
   StepTiming total;   // of every step so far
@@ -136,7 +142,7 @@ struct TrainStep::Impl : StepBuffers {
     const StepDims dims{T, rank, opt.loss_chunk};
     arena.reset();
     arena_floats = lay_out_step_buffers(cfg, dims, kept, *this, nullptr);
-    arena.reset(new float[static_cast<size_t>(arena_floats)]());
+    arena.reset(new (std::align_val_t(64)) float[static_cast<size_t>(arena_floats)]());
     lay_out_step_buffers(cfg, dims, kept, *this, arena.get());
     if (T > rope.max_pos) rope.build(cfg, std::max<int64_t>(T, 64));  // no position exceeds T
     const int64_t C = std::min(opt.loss_chunk, T);

@@ -145,7 +145,7 @@ TEST(Attention, TilesMatchTheDefinitionOnPackedSequencesAndGroupedHeads) {
     Vec first[5];
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);
-      Vec scratch(static_cast<size_t>(s.n_head * s.T * kAttnScratchPerToken));
+      Vec scratch(static_cast<size_t>(attn_scratch_floats(s.n_head, s.T, s.hd)));
       s.scratch = scratch.data();
       Vec out(q.size()), lse(static_cast<size_t>(s.T * s.n_head)), dq(q.size()), dk(k.size()), dv(v.size());
       attention_forward(s, q.data(), k.data(), v.data(), out.data(), lse.data(), pool);
