@@ -44,6 +44,8 @@ void token_blocks(int64_t t0, int64_t t1, F&& fn) {
   for (int64_t t = t0; t < t1; t += kTileRows) fn(t, static_cast<int>(std::min<int64_t>(kTileRows, t1 - t)));
 }
 
+constexpr int64_t kBlockFloats = kMaxLoraRank;  // floats of the transposed block of B
+
 }  // namespace
 
 void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadPool& pool, float* u_scratch) {
@@ -66,38 +68,34 @@ void lora_down(const LoraBranch& L, const float* x, int64_t T, float* z, ThreadP
 }
 
 void lora_up_add(const LoraBranch& L, const float* z, int64_t T, float* y, ThreadPool& pool) {
-  // y[t, o0 + o] += scale · Σ_j z[t,j]·Bᵀ[j,o] over blocks of outputs: B's block is
-  // transposed (and scaled) on the stack, so the product streams along contiguous o.
-  constexpr int64_t kBlockFloats = kMaxLoraRank;
-  const int64_t r = L.rank, block = std::max<int64_t>(1, kBlockFloats / r);
-  parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
+  // y[t, o0 + o] += scale · Σ_j z[t,j]·Bᵀ[j,o], a task per block of outputs over every token:
+  // the task transposes (and scales) its block of B once, on the stack, so the product
+  // streams along contiguous o.
+  const int64_t r = L.rank, block = std::clamp<int64_t>(kBlockFloats / r, 1, 128);
+  parallel_rows(pool, L.out, block, [&](int64_t o0, int64_t o1) {
     float bt[kBlockFloats];
-    for (int64_t o0 = 0; o0 < L.out; o0 += block) {
-      const int64_t nb = std::min(block, L.out - o0);
-      for (int64_t o = 0; o < nb; ++o)
-        for (int64_t j = 0; j < r; ++j) bt[j * nb + o] = L.scale * L.B[(o0 + o) * r + j];
-      token_blocks(t0, t1, [&](int64_t t, int) {
-        const float* zr[kTileRows];
-        float* yr[kTileRows];
-        const int n = tile_rows(z, r, 0, t, t1, zr);
-        tile_rows(y, L.out, o0, t, t1, yr);
-        tile::weighted_rows(zr, n, bt, nb, r, nb, 1.0f, yr, true);
-      });
-    }
+    const int64_t nb = o1 - o0;
+    for (int64_t o = 0; o < nb; ++o)
+      for (int64_t j = 0; j < r; ++j) bt[j * nb + o] = L.scale * L.B[(o0 + o) * r + j];
+    token_blocks(0, T, [&](int64_t t, int) {
+      const float* zr[kTileRows];
+      float* yr[kTileRows];
+      const int n = tile_rows(z, r, 0, t, T, zr);
+      tile_rows(y, L.out, o0, t, T, yr);
+      tile::weighted_rows(zr, n, bt, nb, r, nb, 1.0f, yr, true);
+    });
   });
 }
 
 void lora_backward_params(const LoraBranch& L, const float* x, const float* z, const float* dy, int64_t T, float* dA,
                           float* dB, float* u_scratch, float* dz, ThreadPool& pool) {
   const int64_t r = L.rank;
-  // dB[o, :] += scale · Σ_t dy[t,o]·z[t,:], a task per block of outputs (tokens in order).
+  // dB[o, :] += scale · Σ_t dy[t,o]·z[t,:], a task per block of outputs, 4 at a time, each
+  // summed over the tokens in order in registers.
   parallel_rows(pool, L.out, 64, [&](int64_t o0, int64_t o1) {
-    token_blocks(0, T, [&](int64_t t, int) {
-      const float *dyr[kTileRows], *zr[kTileRows];
-      const int n = tile_rows(dy, L.out, o0, t, T, dyr);
-      tile_rows(z, r, 0, t, T, zr);
-      tile::add_outer(dyr, n, zr, o1 - o0, r, L.scale, dB + o0 * r, r);
-    });
+    for (int64_t o = o0; o < o1; o += kTileRows)
+      tile::weighted_cols(dy + o, L.out, static_cast<int>(std::min<int64_t>(kTileRows, o1 - o)), z, r, T, r, L.scale,
+                          dB + o * r, r);
   });
   // dz[t, :] = scale · Σ_o dy[t,o]·B[o,:];  u = dropout(x)
   parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
@@ -111,14 +109,12 @@ void lora_backward_params(const LoraBranch& L, const float* x, const float* z, c
     if (L.dropout > 0.0f) dropped_rows(L, x, t0, t1, u_scratch + t0 * L.in);
   });
   const float* u = L.dropout > 0.0f ? u_scratch : x;
-  // dA[:, c] += Σ_t dz[t,:]ᵀ·u[t,c], a task per block of columns (tokens in order).
+  // dA[j, c] += Σ_t dz[t,j]·u[t,c], a task per block of columns, 4 rows j at a time, each
+  // summed over the tokens in order in registers.
   parallel_rows(pool, L.in, 256, [&](int64_t c0, int64_t c1) {
-    token_blocks(0, T, [&](int64_t t, int) {
-      const float *dzr[kTileRows], *ur[kTileRows];
-      const int n = tile_rows(dz, r, 0, t, T, dzr);
-      tile_rows(u, L.in, c0, t, T, ur);
-      tile::add_outer(dzr, n, ur, r, c1 - c0, 1.0f, dA + c0, L.in);
-    });
+    for (int64_t j = 0; j < r; j += kTileRows)
+      tile::weighted_cols(dz + j, r, static_cast<int>(std::min<int64_t>(kTileRows, r - j)), u + c0, L.in, T, c1 - c0, 1.0f,
+                          dA + j * L.in + c0, L.in);
   });
 }
 

@@ -118,6 +118,32 @@ void add_outer_n(const float* const P[kTileRows], const float* const X[kTileRows
   });
 }
 
+template <int NP>
+void weighted_cols_n(const float* P, int64_t ldp, const float* X, int64_t ldx, int64_t nt, int64_t n, float scale,
+                     float* Y, int64_t ldy) {
+  for_slabs(n, [&]<bool kFull>(int64_t i) {
+    const Slab<kFull> s(i, n);
+    f4 acc[NP][2] = {};
+    const float* x = X + i;
+    const float* p = P;
+    for (int64_t t = 0; t < nt; ++t, x += ldx, p += ldp) {
+      f4 x0, x1;
+      s.load(x, x0, x1);
+      for (int a = 0; a < NP; ++a) {
+        const f4 pa = vec4::splat(p[a]);
+        acc[a][0] += pa * x0;
+        acc[a][1] += pa * x1;
+      }
+    }
+    const f4 k = vec4::splat(scale);
+    for (int a = 0; a < NP; ++a) {
+      f4 y0, y1;
+      s.load(Y + a * ldy + i, y0, y1);
+      s.store(Y + a * ldy + i, y0 + k * acc[a][0], y1 + k * acc[a][1]);
+    }
+  });
+}
+
 // Calls f.template operator()<N>() for N = n (1 .. kTileRows): the row count becomes a
 // constant, so the per-row accumulators are registers.
 template <class F>
@@ -172,6 +198,12 @@ NL_HOST_KERNEL
 void add_outer(const float* const P[kTileRows], int np, const float* const X[kTileRows], int64_t nk, int64_t n,
                float scale, float* Y, int64_t ldy) {
   with_rows(np, [&]<int N>() { add_outer_n<N>(P, X, nk, n, scale, Y, ldy); });
+}
+
+NL_HOST_KERNEL
+void weighted_cols(const float* P, int64_t ldp, int np, const float* X, int64_t ldx, int64_t nt, int64_t n,
+                   float scale, float* Y, int64_t ldy) {
+  with_rows(np, [&]<int N>() { weighted_cols_n<N>(P, ldp, X, ldx, nt, n, scale, Y, ldy); });
 }
 
 }  // namespace nl::tile

@@ -24,4 +24,10 @@ void weighted_rows(const float* const P[kTileRows], int np, const float* R, int6
 void add_outer(const float* const P[kTileRows], int np, const float* const X[kTileRows], int64_t nk, int64_t n,
                float scale, float* Y, int64_t ldy);
 
+// Y_i += scale · Σ_{t<nt} P[t*ldp + i] · X_t for i < np (<= kTileRows; Y_i = Y + i*ldy,
+// X_t = X + t*ldx; length n): a sum over t of column i of P times row t of X, kept in
+// registers over every t (the transposed-left product: a LoRA factor's gradient).
+void weighted_cols(const float* P, int64_t ldp, int np, const float* X, int64_t ldx, int64_t nt, int64_t n,
+                   float scale, float* Y, int64_t ldy);
+
 }  // namespace nl::tile

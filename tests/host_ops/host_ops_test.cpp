@@ -86,6 +86,19 @@ TEST(TileProducts, MatchTheDefinitionForEveryRowCountAndRaggedLength) {
           want[j * n + i] = Y0[j * n + i] + 3 * s;
         }
       expect_close(Y, want, 1e-5, "add_outer");
+      // weighted_cols: y_a += 0.5 Σ_j P[j, a] k_j, P (nk x rows) read down its columns
+      Vec C = random_vec(rows * n, 6, 1.0f);
+      const Vec C0 = C;
+      const Vec PT = random_vec(nk * rows, 7, 1.0f);
+      tile::weighted_cols(PT.data(), rows, rows, K.data(), n, nk, n, 0.5f, C.data(), n);
+      want.assign(C.size(), 0.0);
+      for (int a = 0; a < rows; ++a)
+        for (int64_t i = 0; i < n; ++i) {
+          double s = 0;
+          for (int64_t j = 0; j < nk; ++j) s += double(PT[j * rows + a]) * K[j * n + i];
+          want[a * n + i] = C0[a * n + i] + 0.5 * s;
+        }
+      expect_close(C, want, 1e-5, "weighted_cols");
     }
 }
 
