@@ -176,12 +176,15 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
 
   res.plan = PrecisionPlan::uniform(n_layer, Precision::F32);
   res.plan.origin = "auto";
-  // Recompute products that the step never runs: the down projection's (a recomputed block
-  // stops before it) and those of the blocks whose activations the step keeps (the last
-  // ones; a training run keeps at least as many). They cost nothing in any mode, so they get
+  // Products that the step never runs: the down projection's recompute (a recomputed block
+  // stops before it), the recomputes of the blocks whose activations the step keeps (the
+  // last ones; a training run keeps at least as many), and block 0's q/k/v input gradients
+  // (they would only reach the frozen embedding). They cost nothing in any mode, so they get
   // the cheapest without a pass (f32 when the engine has no cheaper mode).
   const int64_t first_kept = n_layer - step.kept_blocks();
   auto never_runs = [&](const Slot& s) {
+    if (s.product == FrozenProduct::InputGrad)
+      return s.layer == 0 && (s.proj == Proj::Q || s.proj == Proj::K || s.proj == Proj::V);
     return s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer >= first_kept);
   };
   for (const Slot& s : slots) {

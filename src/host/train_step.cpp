@@ -8,7 +8,8 @@
 //  3. for each block from the last: recompute its forward from the checkpoint (the frozen
 //     products go through the engine again, all but the down projection: backward never
 //     reads its output), then back-propagate through it, adding the LoRA gradients into
-//     `grads`.
+//     `grads` (block 0 stops once its adapters have their gradients: its input gradient
+//     would only reach the frozen embedding).
 // Frozen products are submitted to the engine asynchronously while the host computes the
 // LoRA branch of the same projection (on StepOptions::host_threads threads: the core-sharing
 // policy). All buffers belong to one memory plan (memory_plan.h): one arena sized from the
@@ -317,7 +318,8 @@ struct TrainStep::Impl : StepBuffers {
   }
 
   // Backward of block l (its activations must be in the layer buffers): on entry dx holds
-  // the gradient of the block output, on return the gradient of its input.
+  // the gradient of the block output, on return the gradient of its input (except for block
+  // 0, whose input gradient nothing reads).
   void layer_backward(int64_t l, const float* x_in, int64_t T, const AttnShape& as, const LoraAdapter& a,
                       LoraAdapter& grads, float dropout, uint64_t seed) {
     bind(slot_of(l));
@@ -326,12 +328,12 @@ struct TrainStep::Impl : StepBuffers {
     auto en = [&](Proj p) { return a.at(l, p).enabled; };
     auto br = [&](Proj p) { return branch(a, l, p, dropout, seed); };
     // LoRA parameter gradients (overlapping the engine), then the input-gradient half.
-    auto lora_params = [&](Proj p, const float* x, const float* dy) {
+    auto lora_params = [&](Proj p, const float* x, const float* dy, ThreadPool* on = nullptr) {
       if (!en(p)) return;
       HostClock::Scope s(clock, HostClock::Adapter);
       LoraPair& gp = grads.at(l, p);
       lora_backward_params(br(p), x, z[static_cast<int>(p)].data(), dy, T, gp.A.data(), gp.B.data(), lora_u.data(),
-                           dz[static_cast<int>(p)].data(), side_pool);
+                           dz[static_cast<int>(p)].data(), on ? *on : side_pool);
     };
     auto lora_input = [&](Proj p, float* dxin) {
       if (!en(p)) return;
@@ -379,6 +381,15 @@ struct TrainStep::Impl : StepBuffers {
                        pool);
       dq_in = dq_lin.data();
       dk_in = dk_lin.data();
+    }
+    if (l == 0) {
+      // The first block's input gradient would only reach the frozen embedding: its three
+      // frozen input-gradient products are skipped, and the adapters' own gradients use every
+      // host thread (the engine is idle).
+      lora_params(Proj::Q, xn.data(), dq_in, &pool);
+      lora_params(Proj::K, xn.data(), dk_in, &pool);
+      lora_params(Proj::V, xn.data(), dv.data(), &pool);
+      return;
     }
     engine.submit_input_grad(engine.handle(l, Proj::Q), dq_in, T, dxn.data(), mode(l, Proj::Q, FrozenProduct::InputGrad));
     engine.submit_input_grad(engine.handle(l, Proj::K), dk_in, T, tmp1.data(), mode(l, Proj::K, FrozenProduct::InputGrad));

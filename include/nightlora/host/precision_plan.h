@@ -107,7 +107,7 @@ struct CalibrationResult {
   PrecisionPlan plan;  // origin "auto"; plan.calibration holds the figures below as JSON
   std::vector<ProductSensitivity> measured;
   int64_t passes = 0;           // forward+backward passes run, the reference included
-  int64_t not_run = 0;          // recompute products the step never runs: set to the cheapest mode unmeasured
+  int64_t not_run = 0;          // products the step never runs: set to the cheapest mode unmeasured
   int64_t tokens = 0;           // tokens of the calibration batch
   int64_t replayed_products = 0;  // engine products served from the reference pass
   int64_t computed_products = 0;  // engine products computed
