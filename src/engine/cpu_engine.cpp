@@ -74,15 +74,21 @@ struct ResidentMatrix {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Column blocks of the input-gradient tasks: aligned to the quantization block (and so to
-// the 32-column int8 blocks: every block size divides or is a multiple of 32). Widths
-// measured on the qwen2.5-0.5b shapes (Zen 1, 2 threads, 256 tokens): the f32 kernel is
-// 5-10% faster with 128 columns than with 256 (its dX slice of a 64-token task then fits
-// the L1 cache) and 10% slower with 512; the int8 kernel is 10% slower with 128 than
-// with 256 or 512.
+// The unit of a task's column range: what one dequantizer call starts on (half a K-quant
+// super-block; a quantization block of row-stored types), and at least the 32 columns of an
+// int8 block.
+int64_t column_unit(const ResidentMatrix& m) {
+  return std::max<int64_t>(32, m.tiled() ? engine::dequant_cols(m.type) : m.block_size);
+}
+
+// Column widths of the input-gradient tasks, in column units. Measured on the qwen2.5-0.5b
+// shapes (Zen 1, 2 threads, 256 tokens): the f32 kernel is 5-10% faster with 128 columns
+// than with 256 (its dX slice of a 64-token task then fits the L1 cache; K-quant tasks
+// could take 128 once their super-blocks dequantized by halves) and 10% slower with 512;
+// the int8 kernel is 10% slower with 128 than with 256 or 512.
 int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
-  const int64_t target = p == Precision::Int8 ? 256 : kF32GradColsPerTask;
-  return std::max<int64_t>(m.block_size, target / m.block_size * m.block_size);
+  const int64_t target = p == Precision::Int8 ? 256 : kF32GradColsPerTask, unit = column_unit(m);
+  return std::max(unit, target / unit * unit);
 }
 
 // The column ranges of an input gradient's tasks: at most input_grad_cols_per_task wide,
@@ -93,9 +99,7 @@ int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
 struct ColumnRanges {
   int64_t n = 0, blocks = 0, block = 0, cols = 0;
   ColumnRanges(const ResidentMatrix& m, Precision p, int64_t token_blocks, int64_t threads)
-      : blocks(ceil_div(m.cols, std::max<int64_t>(m.block_size, 32))),
-        block(std::max<int64_t>(m.block_size, 32)),
-        cols(m.cols) {
+      : blocks(ceil_div(m.cols, column_unit(m))), block(column_unit(m)), cols(m.cols) {
     n = ceil_div(blocks, input_grad_cols_per_task(m, p) / block);
     while ((n * token_blocks) % threads != 0 && n < blocks) ++n;
   }
@@ -148,7 +152,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
 void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t r0, int64_t nr, int64_t c0,
                 int64_t c1, float* panel, int64_t ld) {
   if (m.tiled()) {
-    k.dequantize_tiles(m.tiles, r0 / kTileRows, c0 / m.tiles.tile_cols, c1 / m.tiles.tile_cols, panel, ld);
+    k.dequantize_tiles(m.tiles, r0 / kTileRows, c0, c1, panel, ld);
     return;
   }
   const size_t slice_offset = static_cast<size_t>(c0 / m.block_size) * m.block_bytes;

@@ -82,13 +82,13 @@ inline __m256 q4k_value(__m128i q8, __m256 d1, __m256 m1) {
 #endif
 }
 
-// One Q4_K super-block (quant::dequantize_row_q4_K): sub-block scales d*sc and mins
+// Half h (128 values) of a Q4_K super-block (quant::dequantize_row_q4_K): sub-block scales d*sc and mins
 // dmin*m are the same scalar float products as in the reference.
-void dequantize_q4k_block(const quant::BlockQ4_K* x, float* y) {
+void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
   const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
-  for (int g = 0; g < quant::kQK_K / 64; ++g, y += 64) {
+  for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
     uint8_t sc, mn;
     quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
     const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * mn);
@@ -110,13 +110,13 @@ void dequantize_q4k_block(const quant::BlockQ4_K* x, float* y) {
   }
 }
 
-// One Q6_K super-block (quant::dequantize_row_q6_K): 32 levels at a time from ql/qh, each
+// Half h (128 values) of a Q6_K super-block (quant::dequantize_row_q6_K): 32 levels at a time from ql/qh, each
 // 16 with the scale (d * sc) times the level, the reference's two rounded multiplies.
-void dequantize_q6k_block(const quant::BlockQ6_K* x, float* y) {
+void dequantize_q6k_half(const quant::BlockQ6_K* x, int h, float* y) {
   const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F), high_pair = _mm256_set1_epi8(0x30);
   const __m256i thirty_two = _mm256_set1_epi8(32);
-  for (int h = 0; h < 2; ++h, y += 128) {
+  {  // the half's 128 values
     const uint8_t* ql = x->ql + 64 * h;
     const int8_t* sc = x->scales + 8 * h;
     const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
@@ -138,19 +138,20 @@ void dequantize_q6k_block(const quant::BlockQ6_K* x, float* y) {
   }
 }
 
-void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
-  if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, b0, b1, panel, ld);  // its error
-  const int64_t nr = m.group_rows(g);
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* t = m.tile(g, b);
+void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
+  if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, c0, c1, panel, ld);  // its error
+  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
+  for (int64_t c = c0; c < c1; c += unit) {
+    const uint8_t* t = m.tile(g, c / m.tile_cols);
+    const int h = static_cast<int>(c % m.tile_cols / kKQuantHalfCols);  // K-quants: which half
     for (int64_t i = 0; i < nr; ++i) {
-      float* y = panel + i * ld + (b - b0) * m.tile_cols;
+      float* y = panel + i * ld + (c - c0);
       const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
       switch (m.type) {
         case QType::Q4_0:
         case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
-        case QType::Q4_K: dequantize_q4k_block(reinterpret_cast<const quant::BlockQ4_K*>(block), y); break;
-        case QType::Q6_K: dequantize_q6k_block(reinterpret_cast<const quant::BlockQ6_K*>(block), y); break;
+        case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), h, y); break;
+        case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), h, y); break;
         case QType::F16:
           for (int j = 0; j < kTileCols; j += 8)
             _mm256_storeu_ps(y + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 * j))));

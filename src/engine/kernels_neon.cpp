@@ -64,10 +64,10 @@ inline void store_q4k_x16(uint8x16_t q, float d1, float m1, float* y) {
   vst1q_f32(y + 12, vfmaq_f32(neg_m, d, vcvtq_f32_u32(vmovl_u16(vget_high_u16(hi)))));
 }
 
-void dequantize_q4k_block(const quant::BlockQ4_K* x, float* y) {
+void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
   const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
-  for (int g = 0; g < quant::kQK_K / 64; ++g, y += 64) {
+  for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
     uint8_t sc, mn;
     quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
     const float d1 = d * sc, m1 = dmin * mn;
@@ -81,13 +81,13 @@ void dequantize_q4k_block(const quant::BlockQ4_K* x, float* y) {
   }
 }
 
-// Q6_K: 16 levels at a time from ql/qh (see quant::dequantize_row_q6_K), minus 32, times
+// Q6_K, half h (128 values): 16 levels at a time from ql/qh (see quant::dequantize_row_q6_K), minus 32, times
 // the float d * sc, the reference's two rounded multiplies.
-void dequantize_q6k_block(const quant::BlockQ6_K* x, float* y) {
+void dequantize_q6k_half(const quant::BlockQ6_K* x, int h, float* y) {
   const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
   const uint8x16_t low_nibbles = vdupq_n_u8(0x0F), high_pair = vdupq_n_u8(0x30);
   const int8x16_t thirty_two = vdupq_n_s8(32);
-  for (int h = 0; h < 2; ++h, y += 128) {
+  {  // the half's 128 values
     const uint8_t* ql = x->ql + 64 * h;
     const int8_t* sc = x->scales + 8 * h;
     for (int part = 0; part < 2; ++part) {  // l in [16*part, 16*part + 16)
@@ -110,19 +110,20 @@ void dequantize_q6k_block(const quant::BlockQ6_K* x, float* y) {
   }
 }
 
-void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
-  if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, b0, b1, panel, ld);  // its error
-  const int64_t nr = m.group_rows(g);
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* t = m.tile(g, b);
+void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
+  if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, c0, c1, panel, ld);  // its error
+  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
+  for (int64_t c = c0; c < c1; c += unit) {
+    const uint8_t* t = m.tile(g, c / m.tile_cols);
+    const int h = static_cast<int>(c % m.tile_cols / kKQuantHalfCols);  // K-quants: which half
     for (int64_t i = 0; i < nr; ++i) {
-      float* y = panel + i * ld + (b - b0) * m.tile_cols;
+      float* y = panel + i * ld + (c - c0);
       const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
       switch (m.type) {
         case QType::Q4_0:
         case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
-        case QType::Q4_K: dequantize_q4k_block(reinterpret_cast<const quant::BlockQ4_K*>(block), y); break;
-        case QType::Q6_K: dequantize_q6k_block(reinterpret_cast<const quant::BlockQ6_K*>(block), y); break;
+        case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), h, y); break;
+        case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), h, y); break;
         case QType::F16:  // exact widening conversion, subnormals included
           for (int j = 0; j < kTileCols; j += 4) {
             uint16_t h[4];

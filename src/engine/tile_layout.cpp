@@ -22,6 +22,8 @@ int64_t tile_cols(QType t) {
 
 bool has_tiled_layout(QType t) { return tile_cols(t) > 0; }
 
+int64_t dequant_cols(QType t) { return tile_cols(t) == kSuperTileCols ? kKQuantHalfCols : tile_cols(t); }
+
 bool has_tiled_layout(QType t, int64_t cols) { return has_tiled_layout(t) && cols > 0 && cols % tile_cols(t) == 0; }
 
 namespace {
@@ -69,14 +71,18 @@ TiledMatrix make_tiles(const TensorView& w) {
 }
 
 // Legacy types: the same arithmetic as quant::dequantize_row_q4_0 / q8_0 (one float
-// multiply per element). K-quants: whole super-blocks, so the reference dequantizer itself
-// runs on them. F16: exact conversion. The values are identical to the reference's.
-void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld) {
-  const int64_t nr = m.group_rows(g);
-  for (int64_t b = b0; b < b1; ++b) {
-    const uint8_t* t = m.tile(g, b);
+// multiply per element). K-quants: the reference dequantizer itself on the whole
+// super-block, of which the asked half is kept. F16: exact conversion. The values are
+// identical to the reference's.
+void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
+  if (!has_tiled_layout(m.type)) fail("dequantize_tiles", std::string("no tiled layout for ") + qtype_name(m.type));
+  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
+  float super_block[kSuperTileCols];
+  for (int64_t c = c0; c < c1; c += unit) {
+    const uint8_t* t = m.tile(g, c / m.tile_cols);
+    const int64_t offset = c % m.tile_cols;  // within the tile: a K-quant half
     for (int64_t i = 0; i < nr; ++i) {
-      float* y = panel + i * ld + (b - b0) * m.tile_cols;
+      float* y = panel + i * ld + (c - c0);
       const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
       switch (m.type) {
         case QType::Q4_0:
@@ -97,10 +103,12 @@ void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_
           break;
         }
         case QType::Q4_K:
-          quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), y, kSuperTileCols);
-          break;
         case QType::Q6_K:
-          quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), y, kSuperTileCols);
+          if (m.type == QType::Q4_K)
+            quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), super_block, kSuperTileCols);
+          else
+            quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), super_block, kSuperTileCols);
+          std::memcpy(y, super_block + offset, static_cast<size_t>(unit) * sizeof(float));
           break;
         case QType::F16:
           for (int64_t j = 0; j < kTileCols; ++j) {
@@ -109,7 +117,7 @@ void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_
             y[j] = fp16_to_f32(h);
           }
           break;
-        default: fail("dequantize_tiles", std::string("no tiled layout for ") + qtype_name(m.type));
+        default: break;  // not a tiled type: refused above
       }
     }
   }

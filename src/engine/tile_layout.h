@@ -56,12 +56,17 @@ bool has_tiled_layout(QType t, int64_t cols);
 // Repacks the rows of `w` (has_tiled_layout(type, cols)) into tiles.
 TiledMatrix make_tiles(const TensorView& w);
 
-// A dequantizer of tiles: writes rows [g*8, g*8 + nr) and column tiles [b0, b1) of the
-// matrix (columns [b0 * tile_cols, b1 * tile_cols)) as floats into `panel`, row-major:
-// row i at panel + i * ld.
-using DequantizeTilesFn = void (*)(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld);
+// The columns a dequantizer call starts and ends on: a tile, except for the K-quants, whose
+// super-blocks split into two halves of 128 columns (Q4_K: sub-blocks 0-3 and 4-7, Q6_K: its
+// two 128-value groups), so an input-gradient task can take 128 columns.
+inline constexpr int64_t kKQuantHalfCols = 128;
+int64_t dequant_cols(QType t);
+
+// A dequantizer of tiles: writes rows [g*8, g*8 + nr) and columns [c0, c1) (multiples of
+// dequant_cols) of the matrix as floats into `panel`, row-major: row i at panel + i * ld.
+using DequantizeTilesFn = void (*)(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld);
 
 // The scalar dequantizer (always available); kernels.h has the one picked for this CPU.
-void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t b0, int64_t b1, float* panel, int64_t ld);
+void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld);
 
 }  // namespace nl::engine

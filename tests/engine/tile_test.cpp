@@ -74,15 +74,18 @@ TEST(Tiles, EveryDequantizerReproducesTheReferenceBitForBit) {
       for (const auto* k : kernel_sets()) {
         for (int64_t g = 0; g < m.n_groups(); ++g) {
           const int64_t nr = m.group_rows(g);
-          // A sub-range of tiles, as the input-gradient tasks ask for.
-          for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, 5}, {2, 4}}) {
-            const int64_t n = (b1 - b0) * tc;
+          // Column ranges as the input-gradient tasks ask for them, in dequantizer units
+          // (a tile; half a K-quant super-block): all, whole tiles inside, and ranges that
+          // start or end on a K-quant half.
+          const int64_t u = nl::engine::dequant_cols(t);
+          for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, cols}, {2 * tc, 4 * tc}, {u, 3 * tc + u}, {3 * u, 4 * u}}) {
+            const int64_t n = c1 - c0;
             std::vector<float> panel(static_cast<size_t>(nr * n), NAN);
-            k->dequantize_tiles(m, g, b0, b1, panel.data(), n);
+            k->dequantize_tiles(m, g, c0, c1, panel.data(), n);
             for (int64_t i = 0; i < nr; ++i) {
               nl::dequantize_row(t, q.view.row(g * 8 + i), ref.data(), cols);
-              ASSERT_EQ(0, std::memcmp(panel.data() + i * n, ref.data() + b0 * tc, static_cast<size_t>(n) * 4))
-                  << k->isa << " " << nl::qtype_name(t) << " row " << g * 8 + i << " tiles " << b0 << ".." << b1;
+              ASSERT_EQ(0, std::memcmp(panel.data() + i * n, ref.data() + c0, static_cast<size_t>(n) * 4))
+                  << k->isa << " " << nl::qtype_name(t) << " row " << g * 8 + i << " columns " << c0 << ".." << c1;
             }
           }
         }
@@ -113,7 +116,7 @@ TEST(Tiles, F16SpecialValuesConvertExactly) {
   std::vector<float> ref(static_cast<size_t>(cols)), panel(static_cast<size_t>(8 * cols));
   for (const auto* k : kernel_sets())
     for (int64_t g = 0; g < m.n_groups(); ++g) {
-      k->dequantize_tiles(m, g, 0, m.n_blocks(), panel.data(), cols);
+      k->dequantize_tiles(m, g, 0, cols, panel.data(), cols);
       for (int64_t i = 0; i < m.group_rows(g); ++i) {
         nl::dequantize_row(QType::F16, v.row(g * 8 + i), ref.data(), cols);
         ASSERT_EQ(0, std::memcmp(panel.data() + i * cols, ref.data(), static_cast<size_t>(cols) * 4))
