@@ -112,29 +112,24 @@ void dequantize_q6k_half(const quant::BlockQ6_K* x, int h, float* y) {
 
 void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
   if (!has_tiled_layout(m.type)) return dequantize_tiles_scalar(m, g, c0, c1, panel, ld);  // its error
-  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
-  for (int64_t c = c0; c < c1; c += unit) {
-    const uint8_t* t = m.tile(g, c / m.tile_cols);
-    const int h = static_cast<int>(c % m.tile_cols / kKQuantHalfCols);  // K-quants: which half
-    for (int64_t i = 0; i < nr; ++i) {
-      float* y = panel + i * ld + (c - c0);
-      const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
-      switch (m.type) {
-        case QType::Q4_0:
-        case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
-        case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), h, y); break;
-        case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), h, y); break;
-        case QType::F16:  // exact widening conversion, subnormals included
-          for (int j = 0; j < kTileCols; j += 4) {
-            uint16_t h[4];
-            std::memcpy(h, block + 2 * j, sizeof h);
-            vst1q_f32(y + j, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))));
-          }
-          break;
-        default: break;  // not a tiled type: excluded above
-      }
+  const int64_t nr = m.group_rows(g);
+  for_each_unit_row(m, g, c0, c1, panel, ld, [&](const uint8_t* t, int64_t i, int half, float* y) {
+    const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
+    switch (m.type) {
+      case QType::Q4_0:
+      case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
+      case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), half, y); break;
+      case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), half, y); break;
+      case QType::F16:  // exact widening conversion, subnormals included
+        for (int j = 0; j < kTileCols; j += 4) {
+          uint16_t h[4];
+          std::memcpy(h, block + 2 * j, sizeof h);
+          vst1q_f32(y + j, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))));
+        }
+        break;
+      default: break;  // not a tiled type: excluded above
     }
-  }
+  });
 }
 
 // R rows x NT tokens of Y, each a dot product over n columns.

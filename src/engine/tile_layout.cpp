@@ -76,51 +76,46 @@ TiledMatrix make_tiles(const TensorView& w) {
 // identical to the reference's.
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
   if (!has_tiled_layout(m.type)) fail("dequantize_tiles", std::string("no tiled layout for ") + qtype_name(m.type));
-  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
+  const int64_t nr = m.group_rows(g);
   float super_block[kSuperTileCols];
-  for (int64_t c = c0; c < c1; c += unit) {
-    const uint8_t* t = m.tile(g, c / m.tile_cols);
-    const int64_t offset = c % m.tile_cols;  // within the tile: a K-quant half
-    for (int64_t i = 0; i < nr; ++i) {
-      float* y = panel + i * ld + (c - c0);
-      const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
-      switch (m.type) {
-        case QType::Q4_0:
-        case QType::Q8_0: {
-          const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
-          uint16_t dbits;
-          std::memcpy(&dbits, t + i * 2, 2);
-          const float d = fp16_to_f32(dbits);
-          const uint8_t* q = t + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
-          if (m.type == QType::Q4_0) {
-            for (int j = 0; j < 16; ++j) {
-              y[j] = static_cast<float>((q[j] & 0xF) - 8) * d;
-              y[j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
-            }
-          } else {
-            for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(q[j])) * d;
+  for_each_unit_row(m, g, c0, c1, panel, ld, [&](const uint8_t* t, int64_t i, int half, float* y) {
+    const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
+    switch (m.type) {
+      case QType::Q4_0:
+      case QType::Q8_0: {
+        const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+        uint16_t dbits;
+        std::memcpy(&dbits, t + i * 2, 2);
+        const float d = fp16_to_f32(dbits);
+        const uint8_t* q = t + static_cast<size_t>(nr) * sizeof(uint16_t) + static_cast<size_t>(i) * quant_bytes;
+        if (m.type == QType::Q4_0) {
+          for (int j = 0; j < 16; ++j) {
+            y[j] = static_cast<float>((q[j] & 0xF) - 8) * d;
+            y[j + 16] = static_cast<float>((q[j] >> 4) - 8) * d;
           }
-          break;
+        } else {
+          for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(q[j])) * d;
         }
-        case QType::Q4_K:
-        case QType::Q6_K:
-          if (m.type == QType::Q4_K)
-            quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), super_block, kSuperTileCols);
-          else
-            quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), super_block, kSuperTileCols);
-          std::memcpy(y, super_block + offset, static_cast<size_t>(unit) * sizeof(float));
-          break;
-        case QType::F16:
-          for (int64_t j = 0; j < kTileCols; ++j) {
-            uint16_t h;
-            std::memcpy(&h, block + 2 * j, 2);
-            y[j] = fp16_to_f32(h);
-          }
-          break;
-        default: break;  // not a tiled type: refused above
+        break;
       }
+      case QType::Q4_K:
+      case QType::Q6_K:
+        if (m.type == QType::Q4_K)
+          quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), super_block, kSuperTileCols);
+        else
+          quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), super_block, kSuperTileCols);
+        std::memcpy(y, super_block + half * kKQuantHalfCols, static_cast<size_t>(kKQuantHalfCols) * sizeof(float));
+        break;
+      case QType::F16:
+        for (int64_t j = 0; j < kTileCols; ++j) {
+          uint16_t h;
+          std::memcpy(&h, block + 2 * j, 2);
+          y[j] = fp16_to_f32(h);
+        }
+        break;
+      default: break;  // not a tiled type: refused above
     }
-  }
+  });
 }
 
 }  // namespace nl::engine

@@ -66,6 +66,19 @@ int64_t dequant_cols(QType t);
 // dequant_cols) of the matrix as floats into `panel`, row-major: row i at panel + i * ld.
 using DequantizeTilesFn = void (*)(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld);
 
+// The walk every dequantizer makes: fn(tile, i, half, y) for each dequantizer unit of
+// columns [c0, c1) and each row i of group g, with `tile` the unit's tile, `half` which half
+// of a K-quant super-block the unit is (0 otherwise) and y where the row's values go.
+template <class F>
+void for_each_unit_row(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld, F&& fn) {
+  const int64_t nr = m.group_rows(g), unit = dequant_cols(m.type);
+  for (int64_t c = c0; c < c1; c += unit) {
+    const uint8_t* tile = m.tile(g, c / m.tile_cols);
+    const int half = static_cast<int>(c % m.tile_cols / kKQuantHalfCols);
+    for (int64_t i = 0; i < nr; ++i) fn(tile, i, half, panel + i * ld + (c - c0));
+  }
+}
+
 // The scalar dequantizer (always available); kernels.h has the one picked for this CPU.
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld);
 
