@@ -70,6 +70,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
 
 // ---- SwiGLU: h = silu(g) * u ----
 void swiglu_forward(const float* g, const float* u, float* h, int64_t n, ThreadPool& pool);
+// dg, du are overwritten.
 void swiglu_backward(const float* dh, const float* g, const float* u, float* dg, float* du, int64_t n, ThreadPool& pool);
 
 // ---- elementwise helpers ----

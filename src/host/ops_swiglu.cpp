@@ -38,8 +38,8 @@ void swiglu_backward_range(const float* dh, const float* g, const float* u, floa
   by_vectors(i0, i1, [&](int64_t i, auto nv) {
     const f4 gv = load_n(g + i, nv), dhv = load_n(dh + i, nv), sg = sigmoid(gv);
     const f4 one = vec4::splat(1.0f);
-    store_n(du + i, load_n(du + i, nv) + dhv * (gv * sg), nv);
-    store_n(dg + i, load_n(dg + i, nv) + dhv * load_n(u + i, nv) * sg * (one + gv * (one - sg)), nv);
+    store_n(du + i, dhv * (gv * sg), nv);
+    store_n(dg + i, dhv * load_n(u + i, nv) * sg * (one + gv * (one - sg)), nv);
   });
 }
 

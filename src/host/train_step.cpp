@@ -346,8 +346,6 @@ struct TrainStep::Impl : StepBuffers {
     lora_params(Proj::Down, h.data(), dx.data());
     engine.wait(t);
     lora_input(Proj::Down, dh.data());
-    zero(dg.data(), T * ff);
-    zero(du.data(), T * ff);
     swiglu_backward(dh.data(), g.data(), u.data(), dg.data(), du.data(), T * ff, pool);
     engine.submit_input_grad(engine.handle(l, Proj::Gate), dg.data(), T, dxn.data(), mode(l, Proj::Gate, FrozenProduct::InputGrad));
     t = engine.submit_input_grad(engine.handle(l, Proj::Up), du.data(), T, tmp1.data(), mode(l, Proj::Up, FrozenProduct::InputGrad));

@@ -204,15 +204,15 @@ TEST(SwiGlu, ForwardAndBackwardMatchTheDefinition) {
   Vec g = random_vec(n, 31, 6.0f), u = random_vec(n, 32, 2.0f), dh = random_vec(n, 33, 1.0f);
   g[0] = -100.0f, g[1] = 100.0f;  // saturated sigmoid
   ThreadPool pool(2);
-  Vec h(n), dg(n, 0.25f), du(n, -0.5f);
+  Vec h(n), dg(n, 0.25f), du(n, -0.5f);  // overwritten
   swiglu_forward(g.data(), u.data(), h.data(), n, pool);
   swiglu_backward(dh.data(), g.data(), u.data(), dg.data(), du.data(), n, pool);
   std::vector<double> wh(n), wdg(n), wdu(n);
   for (int64_t i = 0; i < n; ++i) {
     const double sg = 1.0 / (1.0 + std::exp(-double(g[i])));
     wh[i] = g[i] * sg * u[i];
-    wdu[i] = -0.5 + dh[i] * g[i] * sg;
-    wdg[i] = 0.25 + double(dh[i]) * u[i] * sg * (1 + g[i] * (1 - sg));
+    wdu[i] = double(dh[i]) * g[i] * sg;
+    wdg[i] = double(dh[i]) * u[i] * sg * (1 + g[i] * (1 - sg));
   }
   expect_close(h, wh, 1e-5, "h");
   expect_close(dg, wdg, 1e-5, "dg");
