@@ -97,8 +97,13 @@ int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t
   b.lora_u = cv.take(T * max_in);
   for (Span* s : {&b.lx, &b.lxn, &b.ldxn, &b.ldx}) *s = cv.take(C * d);
   b.lrstd = cv.take(C);
-  b.logits = cv.take(C * c.vocab);
-  b.attn_scratch = cv.take(attn_scratch_floats(c.n_head, T, c.head_dim));
+  // The loss chunk's logits and the attention scratch are never live at once (the loss runs
+  // between the blocks' forward and backward passes, each attention op uses its scratch only
+  // while it runs), so they share one region.
+  const int64_t logits_n = C * c.vocab, attn_n = attn_scratch_floats(c.n_head, T, c.head_dim);
+  const Span shared = cv.take(std::max(logits_n, attn_n));
+  b.logits = {shared.data(), logits_n};
+  b.attn_scratch = {shared.data(), attn_n};
   b.bind(0);
   return cv.used;
 }
