@@ -55,13 +55,14 @@ struct AttnShape {
   const int64_t* seq_start;  // n_seq + 1 offsets
   int64_t n_seq;
   // attn_scratch_floats(...) floats for the tiles of softmax rows and each query head's own
-  // key and value gradients (each task uses its own part); null: the ops use a per-thread
-  // buffer instead (which may grow, i.e. allocate).
+  // key and value gradients (each task uses its own part; backward's second pass sums the
+  // parts, so they must outlive the tasks): required.
   float* scratch = nullptr;
 };
 // Per query head and token: two tiles of 4 query rows (probabilities, score gradients) and
 // that head's gradient of one key row and one value row.
-inline int64_t attn_scratch_floats(int64_t n_head, int64_t T, int64_t hd) { return n_head * T * (8 + 2 * hd); }
+inline int64_t attn_scratch_per_token(int64_t hd) { return 8 + 2 * hd; }
+inline int64_t attn_scratch_floats(int64_t n_head, int64_t T, int64_t hd) { return n_head * T * attn_scratch_per_token(hd); }
 void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
                        ThreadPool& pool);
 // dq, dk, dv are overwritten.

@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "nightlora/engine/reference_products.h"
+#include "nightlora/util/error.h"
 #include "ops.h"
 #include "tile_products.h"
 #include "vec4.h"
@@ -25,15 +25,14 @@ using vec4::load_n;
 using vec4::store_n;
 constexpr int kQueries = tile::kTileRows;
 
-// Task scratch for query head h over the sequence starting at s0 (L tokens): attn_scratch_floats
-// gives each (head, token) 8 + 2 hd floats. Without the caller's scratch, a per-thread
-// buffer (may allocate: tests and tools only).
-float* task_scratch(const AttnShape& s, int64_t h, int64_t s0, int64_t L) {
-  const int64_t per_token = 8 + 2 * s.hd;
-  if (s.scratch) return s.scratch + per_token * (h * s.T + s0);
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < per_token * L) buf.resize(static_cast<size_t>(per_token * L));
-  return buf.data();
+// Task scratch for query head h over the sequence starting at s0: two tiles of kQueries
+// rows, then the head's parts of dk and dv (attn_scratch_per_token floats per token).
+float* task_scratch(const AttnShape& s, int64_t h, int64_t s0) {
+  return s.scratch + attn_scratch_per_token(s.hd) * (h * s.T + s0);
+}
+
+void require_scratch(const AttnShape& s) {
+  if (!s.scratch) fail("attention", "no scratch given", "pass attn_scratch_floats(n_head, T, hd) floats in AttnShape");
 }
 
 // Pointers to rows t0 .. t0+nq-1 of M (from column col), or of a tile (row a at M + a*ld).
@@ -71,10 +70,11 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
                        ThreadPool& pool) {
   const int64_t hd = s.hd, qd = s.n_head * hd, kvd = s.n_kv * hd, group = s.n_head / s.n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  require_scratch(s);
   pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
     const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
-    float* P = task_scratch(s, h, s0, L);
+    float* P = task_scratch(s, h, s0);
     const float* K = k + s0 * kvd + g * hd;
     const float* V = v + s0 * kvd + g * hd;
     for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
@@ -106,6 +106,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
                         const float* out, const float* lse, float* dq, float* dk, float* dv, ThreadPool& pool) {
   const int64_t hd = s.hd, qd = s.n_head * hd, kvd = s.n_kv * hd, group = s.n_head / s.n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  require_scratch(s);
   // One task per (query head, sequence): it owns dq of that head and accumulates the head's
   // own share of dk and dv in its scratch (contiguous rows; no two tasks write one cache
   // line). As many tasks as query heads, so every thread has work even with 2 kv heads.
@@ -114,7 +115,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
     const float* K = k + s0 * kvd + g * hd;
     const float* V = v + s0 * kvd + g * hd;
-    float* P = task_scratch(s, h, s0, L);
+    float* P = task_scratch(s, h, s0);
     float* dS = P + kQueries * L;
     float* dK = dS + kQueries * L;  // L x hd: this head's part of dk, then of dv
     float* dV = dK + L * hd;
@@ -153,7 +154,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
       for (int which = 0; which < 2; ++which) {
         float* dst = (which == 0 ? dk : dv) + (s0 + j) * kvd + g * hd;
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const float* part = task_scratch(s, h, s0, L) + 8 * L + which * L * hd + j * hd;
+          const float* part = task_scratch(s, h, s0) + 2 * kQueries * L + which * L * hd + j * hd;
           for (int64_t i = 0; i < hd; i += 4) {
             const f4 x = load_n(part + i, hd - i);
             store_n(dst + i, h == g * group ? x : load_n(dst + i, hd - i) + x, hd - i);
