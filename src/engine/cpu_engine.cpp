@@ -83,9 +83,9 @@ int64_t column_unit(const ResidentMatrix& m) {
 
 // Column widths of the input-gradient tasks, in column units. Measured on the qwen2.5-0.5b
 // shapes (Zen 1, 2 threads, 256 tokens): the f32 kernel is 5-10% faster with 128 columns
-// than with 256 (its dX slice of a 64-token task then fits the L1 cache; K-quant tasks
-// could take 128 once their super-blocks dequantized by halves) and 10% slower with 512;
-// the int8 kernel is 10% slower with 128 than with 256 or 512.
+// than with 256 (its dX slice of a 64-token task then fits the L1 cache; the same for the
+// K-quants, whose super-blocks dequantize by halves) and 10% slower with 512; the int8
+// kernel is 10% slower with 128 than with 256 or 512.
 int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
   const int64_t target = p == Precision::Int8 ? 256 : kF32GradColsPerTask, unit = column_unit(m);
   return std::max(unit, target / unit * unit);
