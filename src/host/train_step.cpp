@@ -477,19 +477,25 @@ struct TrainStep::Impl : StepBuffers {
 
   // run() with the breakdown: host categories from the clock, engine busy time per kind.
   StepResult timed_run(const Batch& b, const LoraAdapter& a, LoraAdapter* grads, float loss_scale, uint64_t seed) {
-    const auto t0 = std::chrono::steady_clock::now();
     engine.reset();
     engine.set_recomputing(false);
+    // The wall time spans exactly what the host clock charges, so the categories partition
+    // it even on a busy machine: it starts after reset() (which waits for earlier stamps)
+    // and ends after collect() (which waits for the monitor's last stamps, charged as
+    // Other), so every product's busy interval lies inside it too.
+    const auto t0 = std::chrono::steady_clock::now();
     clock.start();
     const StepResult r = run(b, a, grads, loss_scale, seed);
     clock.switch_to(HostClock::Other);
     timing = StepTiming{};
     engine.collect(timing);
+    clock.switch_to(HostClock::Other);
+    const auto t1 = std::chrono::steady_clock::now();
     timing.adapter_s = clock.seconds(HostClock::Adapter);
     timing.attention_s = clock.seconds(HostClock::Attention);
     timing.other_s = clock.seconds(HostClock::Other);
     timing.wait_s = clock.seconds(HostClock::Wait);
-    timing.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    timing.wall_s = std::chrono::duration<double>(t1 - t0).count();
     total += timing;
     return r;
   }
