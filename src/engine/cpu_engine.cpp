@@ -18,8 +18,8 @@
 //    the f32 kernels run on it, then each output row is unscaled, guarded and rounded to f16
 //    in place. Weights are the same dequantized values as in f32 mode.
 //  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
-//    columns), then each (row group x token block) task packs its 8 rows into an int8 panel
-//    and runs integer dot products; input grad packs 32 rows x the task's columns at a time
+//    columns), then each (pair of row groups x token block) task packs its 16 rows into two
+//    int8 panels and runs integer dot products; input grad packs 32 rows x the task's columns at a time
 //    and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
 //    types are requantized from the dequantized panel.
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
@@ -125,7 +125,7 @@ int64_t grad_panel_rows(int64_t n) { return std::clamp<int64_t>(8192 / n / kTile
 // the kernels' own resize() calls never grow them.
 struct alignas(64) WorkerScratch {  // own cache lines: the packers write `blocks` per task
   std::vector<float> floats;
-  engine::ForwardPanel forward8;
+  engine::ForwardPanel forward8[2];  // an int8 forward task's two row groups
   engine::GradPanel grad8;
 
   // Grows the buffers to what the largest task on m needs, for both products, every mode:
@@ -143,7 +143,8 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
     }
     if (static_cast<int64_t>(floats.size()) < n_floats) floats.resize(static_cast<size_t>(n_floats));
     const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
-    if (forward_blocks > forward8.blocks) forward8.resize(forward_blocks);
+    for (engine::ForwardPanel& p : forward8)
+      if (forward_blocks > p.blocks) p.resize(forward_blocks);
     if (grad_blocks > grad8.blocks) grad8.resize(grad_blocks);
   }
 };
@@ -206,21 +207,31 @@ bool int8_native(const ResidentMatrix& m) {
   return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
 }
 
+// Row groups [g, g + ng) (ng = 1 or 2: the AVX2 kernel shares each activation broadcast
+// between two groups) x tokens [t0, t1).
 void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                       WorkerScratch& ws, const Int8Rows& x, float* Y, int64_t g, int64_t t0, int64_t t1) {
-  engine::ForwardPanel& panel = ws.forward8;
+                       WorkerScratch& ws, const Int8Rows& x, float* Y, int64_t g, int64_t ng, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols;
-  const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
-  if (int8_native(m)) {
-    k8.pack_forward_tiles(m.tiles, g, panel);
-  } else {
-    float* floats = ws.floats.data();
-    fill_panel(k, m, r0, nr, 0, cols, floats, cols);
-    k8.pack_forward_floats(floats, cols, nr, cols, panel);
+  for (int64_t i = 0; i < ng; ++i) {
+    engine::ForwardPanel& panel = ws.forward8[i];
+    if (int8_native(m)) {
+      k8.pack_forward_tiles(m.tiles, g + i, panel);
+    } else {
+      const int64_t r0 = (g + i) * kTileRows;
+      float* floats = ws.floats.data();
+      fill_panel(k, m, r0, std::min(kTileRows, rows - r0), 0, cols, floats, cols);
+      k8.pack_forward_floats(floats, cols, std::min(kTileRows, rows - r0), cols, panel);
+    }
   }
-  const int64_t ldq = x.blocks * engine::kQ8Block;
-  k8.forward(x.q.data() + t0 * ldq, x.d.data() + t0 * x.blocks, x.sum.data() + t0 * x.blocks, ldq, t1 - t0, panel,
-             nr, Y + t0 * rows + r0, rows);
+  const int64_t ldq = x.blocks * engine::kQ8Block, r0 = g * kTileRows;
+  const int8_t* q = x.q.data() + t0 * ldq;
+  const float* d = x.d.data() + t0 * x.blocks;
+  const int32_t* sum = x.sum.data() + t0 * x.blocks;
+  const int64_t last_rows = std::min(kTileRows, rows - (g + ng - 1) * kTileRows);
+  if (ng == 2)
+    k8.forward_pair(q, d, sum, ldq, t1 - t0, ws.forward8[0], ws.forward8[1], last_rows, Y + t0 * rows + r0, rows);
+  else
+    k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
@@ -498,11 +509,11 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
-      const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
-      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i, int worker) {
-        const int64_t g = i / n_tblocks, tb = i % n_tblocks;
-        forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, tb * kTokensPerTask,
-                          std::min(T, (tb + 1) * kTokensPerTask));
+      const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
+      pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
+        const int64_t g = i / n_tblocks * 2, tb = i % n_tblocks;
+        forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, std::min<int64_t>(2, n_groups - g),
+                          tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
       const int64_t rows = m.rows, blocks = ceil_div(rows, engine::kGradRowBlock);

@@ -109,6 +109,11 @@ struct Int8Kernels {
   // q + t * ldq (ldq = 32 * blocks), of d and sum at t * blocks.
   void (*forward)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                   const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);
+  // forward for two row groups at once, the same outputs as forward(p0, 8 rows, Y) then
+  // forward(p1, nr1 rows, Y + 8): the AVX2 set broadcasts each activation chunk once for
+  // both panels; the others make the two calls (forward_pair_by_calls).
+  void (*forward_pair)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
   // dY's scales for one token's row g[0, n), per row block R of 32 rows:
   // ey[R] = max|g over R| / 127 and inv[R] = 1/ey[R] (0 if ey[R] = 0), as grad_block_scale.
   void (*grad_row_scales)(const float* g, int64_t n, float* ey, float* inv);
@@ -118,6 +123,15 @@ struct Int8Kernels {
   void (*input_grad)(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
                      int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd);
 };
+
+using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                          const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);
+template <ForwardFn Forward>
+void forward_pair_by_calls(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                           const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  Forward(q, d, sum, ldq, nt, p0, 8, Y, ldy);
+  Forward(q, d, sum, ldq, nt, p1, nr1, Y + 8, ldy);
+}
 
 const Int8Kernels& int8_kernels_scalar();
 const Int8Kernels* int8_kernels_avx2();  // nullptr without AVX2 (build or CPU)

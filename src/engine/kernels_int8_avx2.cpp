@@ -309,6 +309,17 @@ inline __m256i finish_sums(__m256i part, int32_t sum_q) {
   return part;
 }
 
+// Stores the first nr lanes of v at y.
+inline void store_rows(float* y, __m256 v, int64_t nr) {
+  if (nr == 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  float tmp[8];
+  _mm256_storeu_ps(tmp, v);
+  std::memcpy(y, tmp, static_cast<size_t>(nr) * sizeof(float));
+}
+
 // NT tokens x the panel's 8 rows. Each weight chunk is loaded once and used for the NT
 // tokens; per token the block's sums stay in one register (int16 for nibbles).
 template <int NT, Int8Kind K>
@@ -326,15 +337,7 @@ inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, 
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) {
-    if (nr == 8) {
-      _mm256_storeu_ps(Y + t * ldy, acc[t]);
-    } else {
-      float tmp[8];
-      _mm256_storeu_ps(tmp, acc[t]);
-      std::memcpy(Y + t * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
-    }
-  }
+  for (int t = 0; t < NT; ++t) store_rows(Y + t * ldy, acc[t], nr);
 }
 
 template <Int8Kind K>
@@ -354,6 +357,50 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p, nr, Y, ldy);
   else
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+}
+
+// NT tokens x two nibble panels (16 rows, the last nr1 of p1's valid): forward_tokens with
+// each activation chunk broadcast once for both panels (dot_tokens_column_pair; measured on
+// Zen 1, 7-9% faster than two passes).
+template <int NT>
+inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p0.blocks; ++b) {
+    __m256i part0[NT], part1[NT];
+    dot_tokens_column_pair<NT>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
+                               reinterpret_cast<const __m256i*>(p1.q.data() + b * 256), q + b * kQ8Block, ldq, part0,
+                               part1);
+    const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
+      const int32_t sq = sum[t * blocks + b];
+      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part0[t], sq)), _mm256_mul_ps(dw0, dx),
+                                acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part1[t], sq)), _mm256_mul_ps(dw1, dx),
+                                acc1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    _mm256_storeu_ps(Y + t * ldy, acc0[t]);
+    store_rows(Y + t * ldy + 8, acc1[t], nr1);
+  }
+}
+
+void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  if (p0.kind != Int8Kind::Nibble || p1.kind != Int8Kind::Nibble) {  // the sign operations are not shared
+    forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+    return;
+  }
+  const int64_t blocks = ldq / kQ8Block;
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4)
+    forward_tokens_pair<4>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+  for (; t < nt; ++t)
+    forward_tokens_pair<1>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
 }
 
 // grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
@@ -422,6 +469,10 @@ void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const float* 
     const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
     for (int t = 0; t < NT; ++t) {
       const float* g = G + t * ldg;
+      if (b0 == 0) {  // the next row block's dY of this token (the task walks the row blocks)
+        _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock + 16), _MM_HINT_T0);
+      }
       if (nrows < kGradRowBlock) {
         std::memset(padded, 0, sizeof padded);
         std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
@@ -507,6 +558,7 @@ const Int8Kernels* int8_kernels_avx2() {
                              pack_forward_floats_avx2,
                              pack_grad_floats_avx2,
                              forward_avx2,
+                             forward_pair_avx2,
                              grad_row_scales_avx2,
                              input_grad_avx2};
   return cpu_has_it ? &k : nullptr;

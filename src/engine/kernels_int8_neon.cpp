@@ -345,6 +345,7 @@ const Int8Kernels* int8_kernels_neon_widening() {
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<false>,
+                             forward_pair_by_calls<forward_neon<false>>,
                              grad_row_scales_neon,
                              input_grad_neon<false>};
   return &k;
@@ -358,6 +359,7 @@ const Int8Kernels* int8_kernels_neon() {
                              pack_forward_floats_neon,
                              pack_grad_floats_neon,
                              forward_neon<true>,
+                             forward_pair_by_calls<forward_neon<true>>,
                              grad_row_scales_neon,
                              input_grad_neon<true>};
   static const bool dot = cpu_has_dotprod();

@@ -210,6 +210,7 @@ const Int8Kernels& int8_kernels_scalar() {
                              pack_forward_floats,
                              pack_grad_floats,
                              forward_scalar,
+                             forward_pair_by_calls<forward_scalar>,
                              grad_row_scales_scalar,
                              input_grad_scalar};
   return k;

@@ -145,6 +145,18 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y1.data(), 8);
       EXPECT_EQ(y1, y0) << "forward, group " << g;
     }
+    // Two row groups at once (the last pair may end in a partial group).
+    for (int64_t g = 0; g + 1 < w.tiles.n_groups(); ++g) {
+      ForwardPanel p0, p1;
+      ref.pack_forward_tiles(w.tiles, g, p0);
+      ref.pack_forward_tiles(w.tiles, g + 1, p1);
+      const int64_t nr1 = w.tiles.group_rows(g + 1);
+      std::vector<float> y0(static_cast<size_t>(T * 16), -1.0f), y1(y0.size(), -1.0f);
+      ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, 8, y0.data(), 16);
+      ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p1, nr1, y0.data() + 8, 16);
+      k->forward_pair(q.data(), d.data(), sum.data(), nb * 32, T, p0, p1, nr1, y1.data(), 16);
+      EXPECT_EQ(y1, y0) << "forward pair, groups " << g << " and " << g + 1;
+    }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
     for (int64_t rb = 0; rb * 32 < s.rows; ++rb) {
       GradPanel p0, p1;
