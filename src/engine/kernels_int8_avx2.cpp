@@ -117,7 +117,10 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = m.tile(g, b);
     const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
-    for (int64_t i = 0; i < 8; ++i) p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale(tile, i) : 0.0f;
+    if (nr == kTileRows)
+      _mm256_storeu_ps(p.d.data() + b * 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
+    else
+      for (int64_t i = 0; i < 8; ++i) p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale(tile, i) : 0.0f;
     __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 256);
     for (int half = 0; half < (q4 ? 1 : 2); ++half) {
       __m128i r[8];
@@ -140,6 +143,21 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   }
 }
 
+// normalize_grad_scales (kernels_int8.h) in registers: the same maximum and the same
+// divisions (IEEE division is exact in any width), so the same ratios.
+void normalize_grad_scales_avx2(GradPanel& p) {
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    float* rho = p.rho.data() + b * kGradRowBlock;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
+    const float m = max_abs(v);
+    p.m[static_cast<size_t>(b)] = m;
+    const __m256 mv = _mm256_set1_ps(m);
+    for (int k = 0; k < 4; ++k)
+      _mm256_storeu_ps(rho + 8 * k, m != 0.0f ? _mm256_div_ps(v[k], mv) : _mm256_setzero_ps());
+  }
+}
+
 void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0;
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
@@ -149,36 +167,44 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   for (int64_t b = b0; b < b1; ++b) {
     __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
     float* scales = p.rho.data() + (b - b0) * 32;
-    for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
-      const int64_t row0 = rb * kGradRowBlock + 4 * k;
-      const int64_t g = row0 / kTileRows, i0 = row0 % kTileRows;
-      const int64_t nr = row0 < m.rows ? m.group_rows(g) : 0;
+    for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
+      const int64_t g = rb * 4 + gi;
+      const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
-      for (int64_t s = 0; s < 4; ++s) scales[4 * k + s] = i0 + s < nr ? tile_scale(tile, i0 + s) : 0.0f;
-      for (int half = 0; half < (q4 ? 1 : 2); ++half) {
-        __m128i r[4];
-        for (int64_t s = 0; s < 4; ++s)
-          r[s] = i0 + s < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                   tile + static_cast<size_t>(nr) * 2 + (i0 + s) * quant_bytes + half * 16))
-                             : _mm_setzero_si128();
-        // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
-        const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
-        const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
-        const __m256i cols0_7 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
-        const __m256i cols8_15 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
-        if (q4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31
-          _mm256_storeu_si256(out + 0 * 8 + k, _mm256_and_si256(cols0_7, low));
-          _mm256_storeu_si256(out + 1 * 8 + k, _mm256_and_si256(cols8_15, low));
-          _mm256_storeu_si256(out + 2 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols0_7, 4), low));
-          _mm256_storeu_si256(out + 3 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols8_15, 4), low));
-        } else {
-          _mm256_storeu_si256(out + (2 * half + 0) * 8 + k, cols0_7);
-          _mm256_storeu_si256(out + (2 * half + 1) * 8 + k, cols8_15);
+      if (nr == kTileRows) {
+        _mm256_storeu_ps(scales + 8 * gi, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
+      } else {
+        for (int64_t i = 0; i < 8; ++i) scales[8 * gi + i] = i < nr ? tile_scale(tile, i) : 0.0f;
+      }
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        for (int half = 0; half < (q4 ? 1 : 2); ++half) {
+          __m128i r[4];
+          for (int64_t s = 0; s < 4; ++s)
+            r[s] = i0 + s < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                     tile + static_cast<size_t>(nr) * 2 + (i0 + s) * quant_bytes + half * 16))
+                               : _mm_setzero_si128();
+          // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
+          const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+          const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+          const __m256i cols0_7 =
+              _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
+          const __m256i cols8_15 =
+              _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
+          if (q4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31
+            _mm256_storeu_si256(out + 0 * 8 + k, _mm256_and_si256(cols0_7, low));
+            _mm256_storeu_si256(out + 1 * 8 + k, _mm256_and_si256(cols8_15, low));
+            _mm256_storeu_si256(out + 2 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols0_7, 4), low));
+            _mm256_storeu_si256(out + 3 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols8_15, 4), low));
+          } else {
+            _mm256_storeu_si256(out + (2 * half + 0) * 8 + k, cols0_7);
+            _mm256_storeu_si256(out + (2 * half + 1) * 8 + k, cols8_15);
+          }
         }
       }
     }
   }
-  normalize_grad_scales(p);
+  normalize_grad_scales_avx2(p);
 }
 
 // 32 floats of row `row` of P from column c0 (zeros past n or for a padded row).
@@ -240,7 +266,7 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
       }
     }
   }
-  normalize_grad_scales(p);
+  normalize_grad_scales_avx2(p);
 }
 
 // An empty asm that takes v in a register, so each sum is built chunk by chunk, in order.
