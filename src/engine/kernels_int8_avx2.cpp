@@ -277,8 +277,9 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // tokens. Nibble panels leave int16 pair sums (finish with finish_sums), signed ones int32.
 // kPin (measured, Zen 1): in the forward kernel GCC reassociates each token's 8-term sum into
 // a tree, issues all 32 products first and spills them and the f32 accumulators to the
-// stack; pinning the sums makes it 8-10% faster. In the input-gradient kernel, where the
-// four column groups share the broadcast activations, pinning makes it 20% slower.
+// stack; pinning the sums makes it 8-10% faster. (The input gradient calls it unpinned for
+// signed panels only, as it was measured before the column pairs below; its Q4_0 panels go
+// through dot_tokens_column_pair, pinned.)
 template <int NT, Int8Kind K, bool kPin>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
   const __m256i ones = _mm256_set1_epi16(1);
