@@ -19,8 +19,8 @@
 //    in place. Weights are the same dequantized values as in f32 mode.
 //  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
 //    columns), then each (pair of row groups x token block) task packs its 16 rows into two
-//    int8 panels and runs integer dot products; input grad packs 32 rows x the task's columns at a time
-//    and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
+//    int8 panels and runs integer dot products; input grad packs 32 rows x the task's
+//    columns at a time and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
 //    types are requantized from the dequantized panel.
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
 //
