@@ -97,6 +97,15 @@ float tile_scale(const uint8_t* tile, int64_t i) {
   return _cvtsh_ss(bits);
 }
 
+// The 8 row scales of a tile as floats (0 for the rows past nr, e.g. all 8 when nr = 0).
+inline void tile_scales(const uint8_t* tile, int64_t nr, float* out) {
+  if (nr == kTileRows) {
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
+    return;
+  }
+  for (int64_t i = 0; i < 8; ++i) out[i] = i < nr ? tile_scale(tile, i) : 0.0f;
+}
+
 // out[k] = dword k of rows a, b, c, d (a 4x4 transpose of 32-bit elements).
 inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i out[4]) {
   const __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpackhi_epi32(a, b);
@@ -117,10 +126,7 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = m.tile(g, b);
     const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
-    if (nr == kTileRows)
-      _mm256_storeu_ps(p.d.data() + b * 8, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
-    else
-      for (int64_t i = 0; i < 8; ++i) p.d[static_cast<size_t>(b * 8 + i)] = i < nr ? tile_scale(tile, i) : 0.0f;
+    tile_scales(tile, nr, p.d.data() + b * 8);
     __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 256);
     for (int half = 0; half < (q4 ? 1 : 2); ++half) {
       __m128i r[8];
@@ -171,11 +177,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
       const int64_t g = rb * 4 + gi;
       const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
-      if (nr == kTileRows) {
-        _mm256_storeu_ps(scales + 8 * gi, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
-      } else {
-        for (int64_t i = 0; i < 8; ++i) scales[8 * gi + i] = i < nr ? tile_scale(tile, i) : 0.0f;
-      }
+      tile_scales(tile, nr, scales + 8 * gi);
       for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
         const int64_t i0 = 4 * (k - 2 * gi);
         for (int half = 0; half < (q4 ? 1 : 2); ++half) {
