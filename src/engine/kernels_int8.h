@@ -134,7 +134,12 @@ void forward_pair_by_calls(const int8_t* q, const float* d, const int32_t* sum, 
 }
 
 const Int8Kernels& int8_kernels_scalar();
-const Int8Kernels* int8_kernels_avx2();  // nullptr without AVX2 (build or CPU)
+// nullptr without AVX2 (build or CPU); the AVX-VNNI set when the CPU has it (and
+// NL_INT8_VNNI is not 0), else the plain AVX2 one (int8_kernels_avx2_plain, also reachable
+// directly for tests). Both give the same bits.
+const Int8Kernels* int8_kernels_avx2();
+const Int8Kernels* int8_kernels_avx2_plain();
+const Int8Kernels* int8_kernels_avx2_vnni();  // nullptr without AVX-VNNI (build or CPU)
 // nullptr off aarch64; sdot kernels when the CPU has the dot-product extension, else the
 // widening ones (int8_kernels_neon_widening, also reachable directly for tests).
 const Int8Kernels* int8_kernels_neon();

@@ -25,7 +25,11 @@ using nl::engine::Int8Kernels;
 
 std::vector<const Int8Kernels*> simd_sets() {
   std::vector<const Int8Kernels*> sets;
-  if (nl::engine::int8_kernels_avx2()) sets.push_back(nl::engine::int8_kernels_avx2());
+  // Both AVX2 sets where the CPU runs them: the plain one and the AVX-VNNI one.
+  if (nl::engine::int8_kernels_avx2_plain()) sets.push_back(nl::engine::int8_kernels_avx2_plain());
+  if (nl::engine::int8_kernels_avx2_vnni()) sets.push_back(nl::engine::int8_kernels_avx2_vnni());
+  else if (nl::engine::int8_kernels_avx2_plain())
+    std::printf("[int8] this CPU has no AVX-VNNI: the avx2-vnni set is not tested here\n");
   if (nl::engine::int8_kernels_neon()) sets.push_back(nl::engine::int8_kernels_neon());
   if (nl::engine::int8_kernels_neon_widening() &&
       nl::engine::int8_kernels_neon_widening() != nl::engine::int8_kernels_neon())

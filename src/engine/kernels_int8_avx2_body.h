@@ -1,0 +1,638 @@
+// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled twice: by
+// kernels_int8_avx2.cpp for AVX2+FMA+F16C and by kernels_int8_avx2_vnni.cpp with AVX-VNNI
+// as well (NL_INT8_VNNI = 1). The including file sets the target pragma; everything here
+// has internal linkage, so each compilation is its own set.
+//
+// The integer dot product, without VNNI, is vpmaddubsw (unsigned x signed bytes -> pairs
+// summed into int16) then vpmaddwd with ones (-> int32). Q4_0 panels hold unsigned nibbles,
+// so the activations (signed) go straight into vpmaddubsw and, as |nibble x q| <= 15 x 128,
+// the eight 4-byte chunks of a block can be summed in int16 before a single vpmaddwd (the
+// multiply pipe is the bottleneck; this halves its work). Signed panels (Q8_0, requantized
+// types) use the sign trick, vpmaddubsw(|w|, sign(x, w)), and widen every chunk.
+// With VNNI, vpdpbusd does a chunk's multiply, pair sums and int32 accumulation in one
+// instruction (exact, no int16 stage) for both kinds; the integers are the same, so both
+// compilations give the same bits.
+//
+// A 4-byte chunk of activations is broadcast to all 8 lanes, each lane holding the same 4
+// columns of another weight row (forward) or 4 rows of another column (input grad), so
+// each int32 lane ends with one output's dot product: no horizontal sums.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels_int8.h"
+
+#ifndef NL_INT8_VNNI
+#error "define NL_INT8_VNNI (0 or 1) and the target pragma before including kernels_int8_avx2_body.h"
+#endif
+
+// Without reassociation GCC keeps each token's int16 sums as the chains they are written as
+// instead of trees of all 32 products (fewer spills): the input gradient is 3-4% faster on
+// Zen 1, the forward unchanged. (The integer sums are exact in any order.)
+#pragma GCC optimize("no-tree-reassoc")
+
+namespace nl::engine {
+namespace {
+
+inline __m256i broadcast_chunk(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// 32 values rounded half to even and packed to int8. The packs work per 128-bit lane, so
+// the 4-byte chunks come out in the order kLaneChunk gives: chunk c (values 4c .. 4c+3) is
+// dword kLaneChunk[c] of the result. Returns the packed bytes and stores the quants'
+// partial sums in 8 lanes.
+inline constexpr int kLaneChunk[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+inline __m256i round_to_int8_lanes(const __m256 v[4], __m256i* partial_sums) {
+  __m256i i[4];
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(v[k]);
+  *partial_sums = _mm256_add_epi32(_mm256_add_epi32(i[0], i[1]), _mm256_add_epi32(i[2], i[3]));
+  return _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+}
+
+// The same, stored as int8 in order (output dword c = packed dword kLaneChunk[c]).
+inline __m256i round_to_int8(const __m256 v[4], int8_t* q) {
+  __m256i sums;
+  const __m256i packed = round_to_int8_lanes(v, &sums);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return sums;
+}
+
+inline int32_t lane_sum(__m256i v) {
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+  return _mm_cvtsi128_si32(s4);
+}
+
+// max |v| of 32 values (exact in any order).
+inline float max_abs(const __m256 v[4]) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                                 _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+// The quantizer of kernels_int8.h on 32 floats in four registers: same max, same scale,
+// same products and the same round-half-to-even conversion as quantize_block_scalar.
+inline void quantize_block(__m256 v0, __m256 v1, __m256 v2, __m256 v3, int8_t* q, float* d, int32_t* sum) {
+  const __m256 v[4] = {v0, v1, v2, v3};
+  const float scale = max_abs(v) / 127.0f;
+  const __m256 inv = _mm256_set1_ps(scale != 0.0f ? 1.0f / scale : 0.0f);
+  const __m256 scaled[4] = {_mm256_mul_ps(v0, inv), _mm256_mul_ps(v1, inv), _mm256_mul_ps(v2, inv),
+                            _mm256_mul_ps(v3, inv)};
+  *sum = lane_sum(round_to_int8(scaled, q));
+  *d = scale;
+}
+
+void quantize_row_avx2(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  int64_t b = 0;
+  for (; (b + 1) * kQ8Block <= n; ++b) {
+    const float* v = x + b * kQ8Block;
+    quantize_block(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8), _mm256_loadu_ps(v + 16), _mm256_loadu_ps(v + 24),
+                   q + b * kQ8Block, d + b, sum + b);
+  }
+  if (b * kQ8Block < n) {
+    float v[kQ8Block] = {};
+    std::memcpy(v, x + b * kQ8Block, static_cast<size_t>(n - b * kQ8Block) * sizeof(float));
+    quantize_block_scalar(v, q + b * kQ8Block, d + b, sum + b);
+  }
+}
+
+float tile_scale(const uint8_t* tile, int64_t i) {
+  uint16_t bits;
+  std::memcpy(&bits, tile + i * 2, 2);
+  return _cvtsh_ss(bits);
+}
+
+// The 8 row scales of a tile as floats (0 for the rows past nr, e.g. all 8 when nr = 0).
+inline void tile_scales(const uint8_t* tile, int64_t nr, float* out) {
+  if (nr == kTileRows) {
+    _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
+    return;
+  }
+  for (int64_t i = 0; i < 8; ++i) out[i] = i < nr ? tile_scale(tile, i) : 0.0f;
+}
+
+// out[k] = dword k of rows a, b, c, d (a 4x4 transpose of 32-bit elements).
+inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i out[4]) {
+  const __m128i t0 = _mm_unpacklo_epi32(a, b), t1 = _mm_unpackhi_epi32(a, b);
+  const __m128i t2 = _mm_unpacklo_epi32(c, d), t3 = _mm_unpackhi_epi32(c, d);
+  out[0] = _mm_unpacklo_epi64(t0, t2);
+  out[1] = _mm_unpackhi_epi64(t0, t2);
+  out[2] = _mm_unpacklo_epi64(t1, t3);
+  out[3] = _mm_unpackhi_epi64(t1, t3);
+}
+
+void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nb = m.n_blocks();
+  const bool q4 = m.type == QType::Q4_0;
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(nb);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = m.tile(g, b);
+    const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
+    tile_scales(tile, nr, p.d.data() + b * 8);
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 256);
+    for (int half = 0; half < (q4 ? 1 : 2); ++half) {
+      __m128i r[8];
+      for (int64_t i = 0; i < 8; ++i)
+        r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + i * quant_bytes + half * 16))
+                      : _mm_setzero_si128();
+      __m128i lo[4], hi[4];
+      transpose_dwords(r[0], r[1], r[2], r[3], lo);
+      transpose_dwords(r[4], r[5], r[6], r[7], hi);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i chunk = _mm256_set_m128i(hi[k], lo[k]);
+        if (q4) {
+          _mm256_storeu_si256(out + k, _mm256_and_si256(chunk, low));
+          _mm256_storeu_si256(out + k + 4, _mm256_and_si256(_mm256_srli_epi16(chunk, 4), low));
+        } else {
+          _mm256_storeu_si256(out + half * 4 + k, chunk);
+        }
+      }
+    }
+  }
+}
+
+// normalize_grad_scales (kernels_int8.h) in registers: the same maximum and the same
+// divisions (IEEE division is exact in any width), so the same ratios.
+void normalize_grad_scales_avx2(GradPanel& p) {
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    float* rho = p.rho.data() + b * kGradRowBlock;
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
+    const float m = max_abs(v);
+    p.m[static_cast<size_t>(b)] = m;
+    const __m256 mv = _mm256_set1_ps(m);
+    for (int k = 0; k < 4; ++k)
+      _mm256_storeu_ps(rho + 8 * k, m != 0.0f ? _mm256_div_ps(v[k], mv) : _mm256_setzero_ps());
+  }
+}
+
+void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q4 = m.type == QType::Q4_0;
+  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(b1 - b0);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t b = b0; b < b1; ++b) {
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
+    float* scales = p.rho.data() + (b - b0) * 32;
+    for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
+      const int64_t g = rb * 4 + gi;
+      const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
+      tile_scales(tile, nr, scales + 8 * gi);
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        for (int half = 0; half < (q4 ? 1 : 2); ++half) {
+          __m128i r[4];
+          for (int64_t s = 0; s < 4; ++s)
+            r[s] = i0 + s < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                                     tile + static_cast<size_t>(nr) * 2 + (i0 + s) * quant_bytes + half * 16))
+                               : _mm_setzero_si128();
+          // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
+          const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+          const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+          const __m256i cols0_7 =
+              _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
+          const __m256i cols8_15 =
+              _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
+          if (q4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31
+            _mm256_storeu_si256(out + 0 * 8 + k, _mm256_and_si256(cols0_7, low));
+            _mm256_storeu_si256(out + 1 * 8 + k, _mm256_and_si256(cols8_15, low));
+            _mm256_storeu_si256(out + 2 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols0_7, 4), low));
+            _mm256_storeu_si256(out + 3 * 8 + k, _mm256_and_si256(_mm256_srli_epi16(cols8_15, 4), low));
+          } else {
+            _mm256_storeu_si256(out + (2 * half + 0) * 8 + k, cols0_7);
+            _mm256_storeu_si256(out + (2 * half + 1) * 8 + k, cols8_15);
+          }
+        }
+      }
+    }
+  }
+  normalize_grad_scales_avx2(p);
+}
+
+// 32 floats of row `row` of P from column c0 (zeros past n or for a padded row).
+inline void load_block(const float* P, int64_t ldp, int64_t row, int64_t rows, int64_t c0, int64_t n, __m256 v[4]) {
+  if (row < rows && c0 + kQ8Block <= n) {
+    const float* x = P + row * ldp + c0;
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    return;
+  }
+  alignas(32) float tmp[kQ8Block] = {};
+  if (row < rows && c0 < n) std::memcpy(tmp, P + row * ldp + c0, static_cast<size_t>(n - c0) * sizeof(float));
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_load_ps(tmp + 8 * k);
+}
+
+// pack_forward_floats (kernels_int8.h) with the vector quantizer: each row block is
+// quantized in registers, then its 8 4-byte chunks are scattered to the chunk-major layout.
+void pack_forward_floats_avx2(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
+  p.kind = Int8Kind::Signed;
+  p.resize(nb);
+  alignas(32) int8_t q[kQ8Block];
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* out = p.q.data() + b * 256;
+    for (int64_t i = 0; i < 8; ++i) {
+      __m256 v[4];
+      load_block(P, ldp, i, nr, b * kQ8Block, n, v);
+      int32_t sum;
+      quantize_block(v[0], v[1], v[2], v[3], q, &p.d[static_cast<size_t>(b * 8 + i)], &sum);
+      for (int c = 0; c < 8; ++c) std::memcpy(out + c * 32 + i * 4, q + 4 * c, 4);
+    }
+  }
+}
+
+// pack_grad_floats with the vector quantizer: 4 rows at a time are quantized, then their
+// bytes interleaved per column as in pack_grad_tiles_avx2.
+void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
+  p.kind = Int8Kind::Signed;
+  p.resize(nb);
+  alignas(32) int8_t q[4][kQ8Block];
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 1024);
+    for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3
+      for (int64_t s = 0; s < 4; ++s) {
+        __m256 v[4];
+        load_block(P, ldp, 4 * k + s, nrows, b * kQ8Block, n, v);
+        int32_t sum;
+        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.rho[static_cast<size_t>(b * 32 + 4 * k + s)], &sum);
+      }
+      for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
+        __m128i r[4];
+        for (int s = 0; s < 4; ++s) r[s] = _mm_load_si128(reinterpret_cast<const __m128i*>(q[s] + 16 * half));
+        const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+        const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+        _mm256_storeu_si256(out + (2 * half + 0) * 8 + k,
+                            _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo)));
+        _mm256_storeu_si256(out + (2 * half + 1) * 8 + k,
+                            _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)));
+      }
+    }
+  }
+  normalize_grad_scales_avx2(p);
+}
+
+// One 4-byte chunk of a dot product into the running sums: u (unsigned nibbles) times q
+// (signed) for nibble panels, |w| times sign(q, w) for signed ones. Without VNNI the nibble
+// sums stay int16 pairs (at most 8 chunks: 8 x 2 x 15 x 128 < 2^15), the signed ones are
+// widened per chunk; with VNNI both are int32 sums of the four products.
+inline __m256i dot_nibble_chunk(__m256i sums, __m256i u, __m256i q) {
+#if NL_INT8_VNNI
+  return _mm256_dpbusd_avx_epi32(sums, u, q);
+#else
+  return _mm256_add_epi16(sums, _mm256_maddubs_epi16(u, q));
+#endif
+}
+inline __m256i dot_signed_chunk(__m256i sums, __m256i abs_w, __m256i signed_q) {
+#if NL_INT8_VNNI
+  return _mm256_dpbusd_avx_epi32(sums, abs_w, signed_q);
+#else
+  return _mm256_add_epi32(sums, _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_q), _mm256_set1_epi16(1)));
+#endif
+}
+
+// An empty asm that takes v in a register, so each sum is built chunk by chunk, in order.
+inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
+
+// The integer sums of one panel block (8 chunk registers at w) with NT tokens' activation
+// blocks (token t's 32 bytes at x + t * ldx). Each weight chunk is loaded once for the NT
+// tokens. Nibble panels leave int16 pair sums without VNNI (finish with nibble_sums), int32
+// with it; signed ones int32.
+// kPin (measured, Zen 1): in the forward kernel GCC reassociates each token's 8-term sum into
+// a tree, issues all 32 products first and spills them and the f32 accumulators to the
+// stack; pinning the sums makes it 8-10% faster. (The input gradient calls it unpinned for
+// signed panels only, as it was measured before the column pairs below; its Q4_0 panels go
+// through dot_tokens_column_pair, pinned.)
+// kLanes: the activation chunks are in kLaneChunk order (the input gradient's requantized
+// dY), chunk c at x + 4 * kLaneChunk[c]; otherwise in order.
+template <int NT, Int8Kind K, bool kPin, bool kLanes = false>
+inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
+  for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i wc = _mm256_loadu_si256(w + c);
+    const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
+    if constexpr (K == Int8Kind::Nibble) {
+      for (int t = 0; t < NT; ++t) {
+        part[t] = dot_nibble_chunk(part[t], wc, broadcast_chunk(x + t * ldx + xc_at));
+        if constexpr (kPin) keep_in_register(part[t]);
+      }
+    } else {
+      const __m256i aw = _mm256_sign_epi8(wc, wc);
+      for (int t = 0; t < NT; ++t) {
+        part[t] = dot_signed_chunk(part[t], aw, _mm256_sign_epi8(broadcast_chunk(x + t * ldx + xc_at), wc));
+        if constexpr (kPin) keep_in_register(part[t]);
+      }
+    }
+  }
+}
+
+// The integer sums of two nibble panels' blocks (8 chunk registers each, at w0 and w1: two
+// column groups of an input-gradient panel, or two row groups' forward panels) with NT
+// tokens: each activation chunk is broadcast once for both.
+// Measured on Zen 1: these loops are bound by the broadcasts and other vector operations
+// issued, not by the multiplies (vpmaddubsw+vpaddw alone from registers run 40% faster than
+// with a broadcast per multiply), and sharing the broadcasts, with the sums pinned and the
+// loops unrolled, makes the input gradient 8-10% faster and the forward 7-9%. (Signed panels
+// gain nothing: their sign operations depend on the weights.)
+// kLanes as in dot_tokens.
+template <int NT, bool kLanes = false>
+inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
+                                   __m256i part0[NT], __m256i part1[NT]) {
+  for (int t = 0; t < NT; ++t) part0[t] = part1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
+    const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; ++t) {
+      const __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
+      part0[t] = dot_nibble_chunk(part0[t], a, xc);
+      keep_in_register(part0[t]);
+      part1[t] = dot_nibble_chunk(part1[t], b, xc);
+      keep_in_register(part1[t]);
+    }
+  }
+}
+
+// The int32 dot products from dot_tokens' sums: nibble panels hold u = value + 8, so
+// sum (u - 8) q = sum u q - 8 sum q (offset = 8 sum q in every lane).
+inline __m256i nibble_sums(__m256i part, __m256i offset) {
+#if NL_INT8_VNNI
+  return _mm256_sub_epi32(part, offset);
+#else
+  return _mm256_sub_epi32(_mm256_madd_epi16(part, _mm256_set1_epi16(1)), offset);
+#endif
+}
+template <Int8Kind K>
+inline __m256i finish_sums(__m256i part, int32_t sum_q) {
+  if constexpr (K == Int8Kind::Nibble) return nibble_sums(part, _mm256_set1_epi32(8 * sum_q));
+  return part;
+}
+
+// Stores the first nr lanes of v at y.
+inline void store_rows(float* y, __m256 v, int64_t nr) {
+  if (nr == 8) {
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  float tmp[8];
+  _mm256_storeu_ps(tmp, v);
+  std::memcpy(y, tmp, static_cast<size_t>(nr) * sizeof(float));
+}
+
+// NT tokens x the panel's 8 rows. Each weight chunk is loaded once and used for the NT
+// tokens; per token the block's sums stay in one register (int16 for nibbles).
+template <int NT, Int8Kind K>
+inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, const ForwardPanel& p,
+                           int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    __m256i part[NT];
+    dot_tokens<NT, K, true>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq, part);
+    const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      const __m256i isum = finish_sums<K>(part[t], sum[t * blocks + b]);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(Y + t * ldy, acc[t], nr);
+}
+
+template <Int8Kind K>
+void forward_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4)
+    forward_tokens<4, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+  for (; t < nt; ++t)
+    forward_tokens<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+}
+
+void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  if (p.kind == Int8Kind::Nibble)
+    forward_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+  else
+    forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+}
+
+// NT tokens x two nibble panels (16 rows, the last nr1 of p1's valid): forward_tokens with
+// each activation chunk broadcast once for both panels (dot_tokens_column_pair; measured on
+// Zen 1, 7-9% faster than two passes).
+template <int NT>
+inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p0.blocks; ++b) {
+    __m256i part0[NT], part1[NT];
+    dot_tokens_column_pair<NT>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
+                               reinterpret_cast<const __m256i*>(p1.q.data() + b * 256), q + b * kQ8Block, ldq, part0,
+                               part1);
+    const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
+      const int32_t sq = sum[t * blocks + b];
+      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part0[t], sq)), _mm256_mul_ps(dw0, dx),
+                                acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part1[t], sq)), _mm256_mul_ps(dw1, dx),
+                                acc1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    _mm256_storeu_ps(Y + t * ldy, acc0[t]);
+    store_rows(Y + t * ldy + 8, acc1[t], nr1);
+  }
+}
+
+void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  if (p0.kind != Int8Kind::Nibble || p1.kind != Int8Kind::Nibble) {  // the sign operations are not shared
+    forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+    return;
+  }
+  const int64_t blocks = ldq / kQ8Block;
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4)
+    forward_tokens_pair<4>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+  for (; t < nt; ++t)
+    forward_tokens_pair<1>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+}
+
+// grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
+// order); the tail block goes through the scalar definition.
+void grad_row_scales_avx2(const float* g, int64_t n, float* ey, float* inv) {
+  int64_t R = 0;
+  for (; (R + 1) * kGradRowBlock <= n; ++R) {
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + R * kGradRowBlock + 8 * k);
+    ey[R] = max_abs(v) / 127.0f;
+    inv[R] = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
+  }
+  if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
+}
+
+// q[r] = round(y[r] * rho[r]) for a row block's 32 values, in the packs' chunk order
+// (kLaneChunk: the dot products read them through it, so no permute); returns the quants'
+// partial sums.
+inline __m256i round_rows(const __m256 y[4], const float* rho, int8_t* q) {
+  __m256 v[4];
+  for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(y[k], _mm256_loadu_ps(rho + 8 * k));
+  __m256i sums;
+  _mm256_store_si256(reinterpret_cast<__m256i*>(q), round_to_int8_lanes(v, &sums));
+  return sums;
+}
+
+// The lane sum of each of eight vectors, as the eight lanes of one vector.
+inline __m256i lane_sums(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// D[t, c0 .. c0+8) += e[t] * (the integer sums of one column group), for NT tokens (columns
+// from n on are left alone).
+template <int NT, Int8Kind K>
+inline void add_column_group(const __m256i part[NT], const __m256i off[NT], const __m256 ev[NT], int64_t c0, int64_t n,
+                             float* D, int64_t ldd) {
+  if (c0 >= n) return;
+  for (int t = 0; t < NT; ++t) {
+    const __m256i isum = K == Int8Kind::Nibble ? nibble_sums(part[t], off[t]) : part[t];
+    float* out = D + t * ldd + c0;
+    if (c0 + 8 <= n) {
+      _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(out)));
+    } else {
+      float tmp[8] = {};
+      std::memcpy(tmp, out, static_cast<size_t>(n - c0) * sizeof(float));
+      _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(tmp)));
+      std::memcpy(out, tmp, static_cast<size_t>(n - c0) * sizeof(float));
+    }
+  }
+}
+
+// NT tokens x one row block. Two phases, so that neither waits on the other:
+//  1. Each token's dY rows are scaled once (y), then requantized with every column block's
+//     ratios into a small buffer, with the quants' sums (for the nibble offset).
+//  2. Each weight chunk is loaded once and used for the NT tokens, whose activation chunks
+//     are broadcast from the buffer (as the forward kernel does).
+// Per output the arithmetic is the definition's, in its order: bit-identical to scalar.
+template <int NT, Int8Kind K>
+void input_grad_tokens(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                       const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+  constexpr int64_t kBlocksPerPass = 8;
+  alignas(32) int8_t qv[NT][kBlocksPerPass * kQ8Block];
+  alignas(32) int32_t offset[NT][kBlocksPerPass];  // 8 x the sum of each block's quants
+  float e[NT][kBlocksPerPass];
+  alignas(32) float padded[kGradRowBlock];  // zero-filled only when used (the last row block)
+  for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
+    const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
+    for (int t = 0; t < NT; ++t) {
+      const float* g = G + t * ldg;
+      if (b0 == 0) {  // the next row block's dY of this token (the task walks the row blocks)
+        _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock + 16), _MM_HINT_T0);
+      }
+      if (nrows < kGradRowBlock) {
+        std::memset(padded, 0, sizeof padded);
+        std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
+        g = padded;
+      }
+      // y = dY * (1/ey), in registers (the compiler would reload them: the int8 stores of
+      // round_rows may alias any object).
+      const __m256 iv = _mm256_set1_ps(inv[t * lds]);
+      const __m256 yt[4] = {_mm256_mul_ps(_mm256_loadu_ps(g), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 8), iv),
+                            _mm256_mul_ps(_mm256_loadu_ps(g + 16), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 24), iv)};
+      __m256i partial[kBlocksPerPass];
+      for (int64_t b = 0; b < kBlocksPerPass; ++b) {
+        if (b >= nb) {
+          partial[b] = _mm256_setzero_si256();
+          continue;
+        }
+        partial[b] = round_rows(yt, p.rho.data() + (b0 + b) * kGradRowBlock, qv[t] + b * kQ8Block);
+        e[t][b] = ey[t * lds] * p.m[static_cast<size_t>(b0 + b)];
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(offset[t]), _mm256_slli_epi32(lane_sums(partial), 3));
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      // Per token, what the block's four column groups share (broadcast once, not per group).
+      __m256i off[NT];
+      __m256 ev[NT];
+      for (int t = 0; t < NT; ++t) {
+        off[t] = _mm256_set1_epi32(offset[t][b]);
+        ev[t] = _mm256_set1_ps(e[t][b]);
+      }
+      const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024);
+      const int8_t* x = &qv[0][0] + b * kQ8Block;
+      const int64_t c0 = (b0 + b) * kQ8Block;
+      if constexpr (K == Int8Kind::Nibble) {
+        for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
+          __m256i part0[NT], part1[NT];
+          dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, kBlocksPerPass * kQ8Block, part0,
+                                           part1);
+          add_column_group<NT, K>(part0, off, ev, c0 + cg * 8, n, D, ldd);
+          add_column_group<NT, K>(part1, off, ev, c0 + (cg + 1) * 8, n, D, ldd);
+        }
+      } else {
+        for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
+          __m256i part[NT];
+          dot_tokens<NT, K, false, true>(w + cg * 8, x, kBlocksPerPass * kQ8Block, part);
+          add_column_group<NT, K>(part, off, ev, c0 + cg * 8, n, D, ldd);
+        }
+      }
+    }
+  }
+}
+
+template <Int8Kind K>
+void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4)
+    input_grad_tokens<4, K>(G + t * ldg, ldg, nrows, ey + t * lds, inv + t * lds, lds, p, n, D + t * ldd, ldd);
+  for (; t < nt; ++t)
+    input_grad_tokens<1, K>(G + t * ldg, ldg, nrows, ey + t * lds, inv + t * lds, lds, p, n, D + t * ldd, ldd);
+}
+
+void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
+                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+  if (p.kind == Int8Kind::Nibble)
+    input_grad_kind<Int8Kind::Nibble>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
+  else
+    input_grad_kind<Int8Kind::Signed>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
+}
+
+// The set, named isa.
+inline Int8Kernels avx2_int8_kernels(const char* isa) {
+  return {isa,
+          quantize_row_avx2,
+          pack_forward_tiles_avx2,
+          pack_grad_tiles_avx2,
+          pack_forward_floats_avx2,
+          pack_grad_floats_avx2,
+          forward_avx2,
+          forward_pair_avx2,
+          grad_row_scales_avx2,
+          input_grad_avx2};
+}
+
+}  // namespace
+}  // namespace nl::engine
