@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
 #if defined(__x86_64__)
   row("int8 dot, i16 sums", nlbench::measure_int8_dot_i16acc_peak(1, seconds), "GOP/s");
   if (threads > 1) row("int8 dot, i16 sums", nlbench::measure_int8_dot_i16acc_peak(threads, seconds), "GOP/s");
+  if (nlbench::has_int8_vnni()) {
+    row("int8 dot, vnni", nlbench::measure_int8_dot_vnni_peak(1, seconds), "GOP/s");
+    if (threads > 1) row("int8 dot, vnni", nlbench::measure_int8_dot_vnni_peak(threads, seconds), "GOP/s");
+  }
 #endif
   return 0;
 }

@@ -72,20 +72,19 @@ float f32_sse2(int64_t iters) {
 // 8 chains of the AVX2 int8 dot step: u8 x s8 -> pairs summed to i16 (vpmaddubsw), pairs of
 // i16 summed to i32 (vpmaddwd with ones), accumulated (vpaddd). 32 multiply-adds per step.
 __attribute__((target("avx2,fma"))) float int8_avx2(int64_t iters) {
-  __m256i acc[8], x[8];
-  for (int i = 0; i < 8; ++i) {
-    acc[i] = _mm256_setzero_si256();
-    x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
-  }
-  const __m256i w = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  __m256i acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_si256();
+  // Chain i multiplies x[i % 4] by w[i / 4]: 8 different products (the compiler cannot
+  // share one), 4 new inputs per step, and everything fits the 16 registers (no spills).
+  __m256i x[4];
+  for (int i = 0; i < 4; ++i) x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
+  const __m256i w[2] = {_mm256_set1_epi8(3), _mm256_set1_epi8(5)}, ones = _mm256_set1_epi16(1);
   for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 4; ++i) opaque(x[i]);
     // Unrolled so every chain lives in a register (no store/reload between steps).
 #pragma GCC unroll 16
-    for (int i = 0; i < 8; ++i) {
-      opaque(x[i]);
-      const __m256i p16 = _mm256_maddubs_epi16(x[i], w);
-      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(p16, ones));
-    }
+    for (int i = 0; i < 8; ++i)
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(x[i % 4], w[i / 4]), ones));
   }
   __m256i s = acc[0];
   for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
@@ -98,24 +97,39 @@ __attribute__((target("avx2,fma"))) float int8_avx2(int64_t iters) {
 // (AMD Zen 1/2) this does twice the multiply-adds per cycle of the sequence above.
 // 8 chains; per step 8 x 32 multiply-adds, 8 vpmaddubsw, 8 vpaddw, 1 vpmaddwd, 1 vpaddd.
 __attribute__((target("avx2,fma"))) float int8_i16acc_avx2(int64_t iters) {
-  __m256i acc[8], x[8];
-  for (int i = 0; i < 8; ++i) {
-    acc[i] = _mm256_setzero_si256();
-    x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
-  }
-  const __m256i w = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  __m256i acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_si256();
+  __m256i x[4];  // as in int8_avx2: 8 different products per step, no spills
+  for (int i = 0; i < 4; ++i) x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
+  const __m256i w[2] = {_mm256_set1_epi8(3), _mm256_set1_epi8(5)}, ones = _mm256_set1_epi16(1);
   for (int64_t it = 0; it < iters; it += 8) {
     __m256i a16[8];
     for (int i = 0; i < 8; ++i) a16[i] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int step = 0; step < 8; ++step) {
+      for (int i = 0; i < 4; ++i) opaque(x[i]);
 #pragma GCC unroll 16
-      for (int i = 0; i < 8; ++i) {
-        opaque(x[i]);
-        a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(w, x[i]));
-      }
+      for (int i = 0; i < 8; ++i) a16[i] = _mm256_add_epi16(a16[i], _mm256_maddubs_epi16(w[i / 4], x[i % 4]));
     }
     for (int i = 0; i < 8; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(a16[i], ones));
+  }
+  __m256i s = acc[0];
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
+  return static_cast<float>(_mm256_extract_epi32(s, 0));
+}
+
+// 8 chains of the AVX-VNNI dot step (vpdpbusd: u8 x s8, groups of 4 summed into i32 and
+// accumulated in one instruction), the sequence of the engine's avx2-vnni int8 set.
+__attribute__((target("avx2,avxvnni"))) float int8_vnni(int64_t iters) {
+  __m256i acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_si256();
+  __m256i x[4];  // as in int8_avx2
+  for (int i = 0; i < 4; ++i) x[i] = _mm256_set1_epi8(static_cast<char>(1 + i));
+  const __m256i w[2] = {_mm256_set1_epi8(3), _mm256_set1_epi8(5)};
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 4; ++i) opaque(x[i]);
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], x[i % 4], w[i / 4]);
   }
   __m256i s = acc[0];
   for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
@@ -155,6 +169,13 @@ Kernel int8_kernel() {
   if (__builtin_cpu_supports("avx2"))
     return {"avx2 vpmaddubsw+vpmaddwd (8 chains x 32 bytes)", 8.0 * 32 * 2, int8_avx2};
   return {"sse2 pmaddwd on i16 (8 chains x 8 lanes)", 8.0 * 8 * 2, int8_sse2};
+}
+
+Kernel int8_vnni_kernel() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"))
+    return {"avx-vnni vpdpbusd (8 chains x 32 bytes)", 8.0 * 32 * 2, int8_vnni};
+  return int8_kernel();
 }
 
 Kernel int8_i16acc_kernel() {
@@ -243,6 +264,7 @@ Kernel int8_kernel() {
   return {"neon smlal (12 chains x 8 lanes)", 12.0 * 8 * 2, int8_smlal};
 }
 Kernel int8_i16acc_kernel() { return int8_kernel(); }  // sdot needs no other sequence
+Kernel int8_vnni_kernel() { return int8_kernel(); }
 
 #else
 
@@ -267,6 +289,7 @@ float int8_scalar(int64_t iters) {
 Kernel f32_kernel() { return {"scalar (8 chains)", 8.0 * 2, f32_scalar}; }
 Kernel int8_kernel() { return {"scalar (8 chains)", 8.0 * 2, int8_scalar}; }
 Kernel int8_i16acc_kernel() { return int8_kernel(); }
+Kernel int8_vnni_kernel() { return int8_kernel(); }
 
 #endif
 
@@ -314,6 +337,17 @@ PeakFigure measure_f32_fma_peak(int threads, double seconds) { return measure(f3
 PeakFigure measure_int8_dot_peak(int threads, double seconds) { return measure(int8_kernel(), threads, seconds); }
 PeakFigure measure_int8_dot_i16acc_peak(int threads, double seconds) {
   return measure(int8_i16acc_kernel(), threads, seconds);
+}
+bool has_int8_vnni() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
+PeakFigure measure_int8_dot_vnni_peak(int threads, double seconds) {
+  return measure(int8_vnni_kernel(), threads, seconds);
 }
 
 }  // namespace nlbench

@@ -3,7 +3,7 @@
 //  - f32 FMA: several independent accumulator chains of vector FMAs, enough of them to
 //    cover the FMA latency, so the loop is bound by FMA throughput and not by latency.
 //  - int8 dot: the instruction sequence a quantized dot product uses (AVX2: vpmaddubsw +
-//    vpmaddwd + vpaddd; arm64: sdot), again on independent chains.
+//    vpmaddwd + vpaddd, or vpdpbusd with AVX-VNNI; arm64: sdot), again on independent chains.
 // The ISA is chosen at run time (x86-64: AVX2+FMA when the CPU has them, else SSE2), and the
 // SIMD loops carry target attributes, so the default build runs on any x86-64.
 #pragma once
@@ -27,5 +27,9 @@ PeakFigure measure_int8_dot_peak(int threads, double seconds);
 // The int8 sequence of the engine's Q4_0 kernel: products summed in int16 over a 32-value
 // block before one widening (x86-64 AVX2; elsewhere the same as measure_int8_dot_peak).
 PeakFigure measure_int8_dot_i16acc_peak(int threads, double seconds);
+// The sequence of the engine's avx2-vnni int8 set (vpdpbusd), where the CPU has AVX-VNNI
+// (elsewhere the same as measure_int8_dot_peak).
+bool has_int8_vnni();
+PeakFigure measure_int8_dot_vnni_peak(int threads, double seconds);
 
 }  // namespace nlbench
