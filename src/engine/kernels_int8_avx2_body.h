@@ -58,8 +58,9 @@ inline __m256i round_to_int8_lanes(const __m256 v[4], __m256i* partial_sums) {
 inline __m256i round_to_int8(const __m256 v[4], int8_t* q) {
   __m256i sums;
   const __m256i packed = round_to_int8_lanes(v, &sums);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
-                      _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  const __m256i order = _mm256_setr_epi32(kLaneChunk[0], kLaneChunk[1], kLaneChunk[2], kLaneChunk[3], kLaneChunk[4],
+                                          kLaneChunk[5], kLaneChunk[6], kLaneChunk[7]);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_permutevar8x32_epi32(packed, order));
   return sums;
 }
 
