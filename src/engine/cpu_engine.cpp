@@ -36,6 +36,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -291,11 +292,14 @@ class CpuEngine final : public FrozenEngine {
   int threads() const override { return pool_.size(); }
   std::string isa() const override { return kernels_.isa; }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
-  // The int8 mode is cheaper only on Q4_0/Q8_0 tiles, whose quants it uses as stored; other
-  // types are dequantized and requantized per task, and measured on Zen 1 (AVX2) their int8
-  // products take 1.3-1.5x their f32 time (docs/PERFORMANCE.md; not measured on arm64).
+  // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored. Other types
+  // are dequantized and requantized per task: with the AVX-VNNI set that still beats f32
+  // (Zen 5, 2 threads, qwen2.5-1.5b shapes at 256 tokens, Q4_K/Q6_K/F16: forward 1.6-1.9x,
+  // input gradient 1.2-1.5x faster, docs/PERFORMANCE.md); with plain AVX2 on Zen 1 their
+  // int8 products took 1.3-1.5x their f32 time, so other sets keep f32 for them (arm64's
+  // sdot set not measured).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
-    if (int8_native(at(h))) return {Precision::Int8};
+    if (int8_native(at(h)) || std::string_view(int8_.isa) == "avx2-vnni") return {Precision::Int8};
     return {};
   }
 

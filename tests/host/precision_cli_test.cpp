@@ -48,8 +48,10 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", f32_model);
   const fs::path data = nltest::source_dir() / "data/stories";
   nltest::TempDir td;
-  // In Q8_0: the cpu engine's int8 mode is cheaper than f32 only on Q4_0/Q8_0 matrices, so
-  // on the f32 original `auto` would try nothing (see AutoTriesNothingWhereNoModeIsCheaper).
+  // In Q8_0: without AVX-VNNI the cpu engine's int8 mode is cheaper than f32 only on
+  // Q4_0/Q8_0 matrices, so on the f32 original `auto` would try nothing there (see
+  // CheaperModesFollowTheInt8KernelSet). (The down projection's rows of 172 values are not
+  // whole 32-blocks, so it stays in rows as stored: it is offered int8 only with AVX-VNNI.)
   const fs::path model = td / "stories260K-q8_0.gguf";
   auto q = run_cli("quantize --type q8_0 --quiet " + shq(f32_model.string()) + " " + shq(model.string()));
   ASSERT_EQ(q.rc, 0) << q.out << q.err;
@@ -75,9 +77,8 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
 
   const nl::PrecisionPlan plan = read_plan(td / "auto", 5);
   EXPECT_EQ(plan.origin, "auto");
-  // A mixed plan: the 1% below compares a run that really used int8 products.
+  // The 1% below compares a run that really used int8 products.
   EXPECT_GT(plan.count(nl::Precision::Int8), 0) << plan.table();
-  EXPECT_GT(plan.count(nl::Precision::F32), 0) << plan.table();
   ASSERT_TRUE(plan.calibration.is_object());
   EXPECT_EQ(plan.calibration["measured"].size() + 2, plan.calibration["passes"].get<size_t>());
   EXPECT_EQ(plan.calibration["tol"], 0.02);

@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
+#include "../../src/engine/kernels_int8.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/host/precision_plan.h"
 #include "nightlora/host/train_step.h"
+#include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "tiny_model.h"
 
@@ -171,11 +175,31 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
   EXPECT_EQ(r.plan.calibration["passes"], r.passes);
 }
 
-// On the cpu engine only Q4_0/Q8_0 matrices have a mode cheaper than f32 (other types are
-// requantized per task in int8): calibrating an F16 model tries nothing and keeps f32.
+// Which matrices have a mode cheaper than f32 on the cpu engine: Q4_0/Q8_0 ones (int8 uses
+// their quants as stored) with every int8 set; every type with the AVX-VNNI set, where int8
+// beats f32 even though other types are requantized per task (measured); on the others f32
+// stays the cheapest for them.
+TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
+  for (const nl::QType type : {nl::QType::Q4_0, nl::QType::F16}) {
+    nltest::TinyModel tm = nltest::make_tiny_model("qwen2", type, 2);
+    const bool vnni = nl::engine::int8_kernels_for("avx2").isa == std::string("avx2-vnni");
+    for (const char* isa : {"auto", "scalar"}) {
+      SCOPED_TRACE(std::string(nl::qtype_info(type).name) + ", isa " + isa);
+      auto engine = nl::make_engine(*tm.model, {"cpu", 2, isa});
+      const bool avx2_vnni = vnni && engine->isa() == "avx2";
+      const bool int8 = type == nl::QType::Q4_0 || avx2_vnni;
+      for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
+        EXPECT_EQ(engine->cheaper_modes(engine->handle(l, Proj::Q)),
+                  int8 ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{});
+    }
+  }
+}
+
+// Calibrating an F16 model where no mode is cheaper (the scalar int8 set) tries nothing and
+// keeps f32.
 TEST(PrecisionCalibration, AutoTriesNothingWhereNoModeIsCheaper) {
   nltest::TinyModel tm = nltest::make_tiny_model("qwen2", nl::QType::F16, 4);
-  auto engine = nl::make_engine(*tm.model, {"cpu", 2});
+  auto engine = nl::make_engine(*tm.model, {"cpu", 2, "scalar"});
   for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
     EXPECT_TRUE(engine->cheaper_modes(engine->handle(l, Proj::Q)).empty());
   const nl::Batch batch = nltest::make_batch({12, 9}, tm.model->config.vocab, 2, 11);

@@ -4,7 +4,9 @@
 #include "nightlora/util/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -50,6 +52,20 @@ TEST(ThreadPool, TasksWithoutTheIndexStillRunEachOnce) {
     for (int64_t i = b; i < e; ++i) ++seen[static_cast<size_t>(i)];
   });
   for (const auto& r : seen) EXPECT_EQ(r.load(), 1);
+}
+
+// Loops that follow at once (the workers may still be finishing the last one), after a
+// pause (workers asleep on the condition variable) and of 1 to 9 tasks (fewer tasks than
+// threads, or one task, run on the caller alone) each run every task exactly once.
+TEST(ThreadPool, BackToBackAndAfterSleepingEveryLoopRunsEachTaskOnce) {
+  nl::ThreadPool pool(4);
+  for (int loop = 0; loop < 200; ++loop) {
+    if (loop % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const int64_t n = 1 + loop % 9;
+    std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+    pool.parallel_for(n, [&](int64_t i) { ++runs[static_cast<size_t>(i)]; });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "loop " << loop << " task " << i;
+  }
 }
 
 }  // namespace

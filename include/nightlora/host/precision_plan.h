@@ -11,7 +11,8 @@
 // calibration batch it computes the adapter gradients with every product in f32 (the
 // reference), then, for each product in turn and each mode the engine runs cheaper than f32
 // for its matrix (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an
-// accelerator; on the cpu engine int8 for Q4_0/Q8_0 matrices and nothing for other types),
+// accelerator; on the cpu engine int8 for Q4_0/Q8_0 matrices, and for every type with the
+// AVX-VNNI int8 set),
 // the gradients with THAT product alone in that mode. The cheapest mode
 // whose relative error ||g - g_ref|| / ||g_ref|| is at most `tol` and whose cosine with g_ref
 // is at least 1 - tol is kept. The plan is printed, written next to the run, stored in its
