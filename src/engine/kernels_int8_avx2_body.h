@@ -307,6 +307,14 @@ inline __m256i dot_signed_chunk(__m256i sums, __m256i abs_w, __m256i signed_q) {
 #endif
 }
 
+// With VNNI the input gradient of signed panels (Q8_0, the requantized types) takes dY's
+// quants unsigned, q + 128 (vpdpbusd's unsigned operand), against the signed weights and
+// subtracts 128 x each column's weight sum over the row block, computed once per panel
+// pass: no sign operations per token, and column pairs share each broadcast as on Q4_0
+// panels. (The integers are the same.) Without VNNI vpmaddubsw would saturate on pairs of
+// 255 x 127, so the sign trick stays.
+inline constexpr bool kGradUnsignedActivations = NL_INT8_VNNI;
+
 // An empty asm that takes v in a register, so each sum is built chunk by chunk, in order.
 inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
@@ -347,10 +355,12 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // with a broadcast per multiply), and sharing the broadcasts, with the sums pinned and the
 // loops unrolled, makes the input gradient 8-10% faster and the forward 7-9%. (Signed panels
 // gain nothing: their sign operations depend on the weights.)
-// kLanes as in dot_tokens.
-template <int NT, bool kLanes = false>
+// kLanes as in dot_tokens. kUnsignedX (VNNI only): the panels are signed and the activations
+// unsigned (vpdpbusd's operands the other way round: see kGradUnsignedActivations).
+template <int NT, bool kLanes = false, bool kUnsignedX = false>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT]) {
+  static_assert(!kUnsignedX || NL_INT8_VNNI, "unsigned activations need vpdpbusd");
   for (int t = 0; t < NT; ++t) part0[t] = part1[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
@@ -359,9 +369,16 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
       const __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
-      part0[t] = dot_nibble_chunk(part0[t], a, xc);
+      if constexpr (kUnsignedX) {  // unsigned activations x signed weights
+#if NL_INT8_VNNI
+        part0[t] = _mm256_dpbusd_avx_epi32(part0[t], xc, a);
+        part1[t] = _mm256_dpbusd_avx_epi32(part1[t], xc, b);
+#endif
+      } else {
+        part0[t] = dot_nibble_chunk(part0[t], a, xc);
+        part1[t] = dot_nibble_chunk(part1[t], b, xc);
+      }
       keep_in_register(part0[t]);
-      part1[t] = dot_nibble_chunk(part1[t], b, xc);
       keep_in_register(part1[t]);
     }
   }
@@ -490,13 +507,16 @@ void grad_row_scales_avx2(const float* g, int64_t n, float* ey, float* inv) {
 }
 
 // q[r] = round(y[r] * rho[r]) for a row block's 32 values, in the packs' chunk order
-// (kLaneChunk: the dot products read them through it, so no permute); returns the quants'
-// partial sums.
+// (kLaneChunk: the dot products read them through it, so no permute), stored as q + 128
+// (unsigned) with kUnsigned; returns the quants' partial sums.
+template <bool kUnsigned>
 inline __m256i round_rows(const __m256 y[4], const float* rho, int8_t* q) {
   __m256 v[4];
   for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(y[k], _mm256_loadu_ps(rho + 8 * k));
   __m256i sums;
-  _mm256_store_si256(reinterpret_cast<__m256i*>(q), round_to_int8_lanes(v, &sums));
+  __m256i packed = round_to_int8_lanes(v, &sums);
+  if constexpr (kUnsigned) packed = _mm256_xor_si256(packed, _mm256_set1_epi8(static_cast<char>(0x80)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(q), packed);
   return sums;
 }
 
@@ -507,21 +527,20 @@ inline __m256i lane_sums(const __m256i v[8]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// D[t, c0 .. c0+8) += e[t] * (the integer sums of one column group), for NT tokens (columns
-// from n on are left alone).
-template <int NT, Int8Kind K>
-inline void add_column_group(const __m256i part[NT], const __m256i off[NT], const __m256 ev[NT], int64_t c0, int64_t n,
-                             float* D, int64_t ldd) {
+// D[t, c0 .. c0+8) += e[t] * isum[t] (the dot products of one column group), for NT tokens
+// (columns from n on are left alone).
+template <int NT>
+inline void add_column_group(const __m256i isum[NT], const __m256 ev[NT], int64_t c0, int64_t n, float* D,
+                             int64_t ldd) {
   if (c0 >= n) return;
   for (int t = 0; t < NT; ++t) {
-    const __m256i isum = K == Int8Kind::Nibble ? nibble_sums(part[t], off[t]) : part[t];
     float* out = D + t * ldd + c0;
     if (c0 + 8 <= n) {
-      _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(out)));
+      _mm256_storeu_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), ev[t], _mm256_loadu_ps(out)));
     } else {
       float tmp[8] = {};
       std::memcpy(tmp, out, static_cast<size_t>(n - c0) * sizeof(float));
-      _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), ev[t], _mm256_loadu_ps(tmp)));
+      _mm256_storeu_ps(tmp, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), ev[t], _mm256_loadu_ps(tmp)));
       std::memcpy(out, tmp, static_cast<size_t>(n - c0) * sizeof(float));
     }
   }
@@ -529,9 +548,11 @@ inline void add_column_group(const __m256i part[NT], const __m256i off[NT], cons
 
 // The input gradient's dY of one token requantized for one pass of column blocks
 // [b0, b0 + nb) (nb <= kGradBlocksPerPass) of a row block: the quants of block b at
-// qv + 32 b, in kLaneChunk order (the dot products read them through it, so no permute),
-// 8 x the sum of each block's quants in offset[b] and the block's scale in e[b].
+// qv + 32 b, in kLaneChunk order (the dot products read them through it, so no permute;
+// as q + 128 for signed panels with kGradUnsignedActivations), the block's scale in e[b]
+// and, for nibble panels, 8 x the sum of each block's quants in offset[b].
 inline constexpr int64_t kGradBlocksPerPass = 8;
+template <Int8Kind K>
 inline void requantize_grad_token(const float* g, int64_t nrows, float ey, float inv, const GradPanel& p, int64_t b0,
                                   int64_t nb, int8_t* qv, int32_t* offset, float* e) {
   alignas(32) float padded[kGradRowBlock];
@@ -551,10 +572,12 @@ inline void requantize_grad_token(const float* g, int64_t nrows, float ey, float
       partial[b] = _mm256_setzero_si256();
       continue;
     }
-    partial[b] = round_rows(y, p.rho.data() + (b0 + b) * kGradRowBlock, qv + b * kQ8Block);
+    partial[b] = round_rows<K == Int8Kind::Signed && kGradUnsignedActivations>(
+        y, p.rho.data() + (b0 + b) * kGradRowBlock, qv + b * kQ8Block);
     e[b] = ey * p.m[static_cast<size_t>(b0 + b)];
   }
-  _mm256_store_si256(reinterpret_cast<__m256i*>(offset), _mm256_slli_epi32(lane_sums(partial), 3));
+  if constexpr (K == Int8Kind::Nibble)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(offset), _mm256_slli_epi32(lane_sums(partial), 3));
 }
 
 // The requantized dY of a chunk of tokens for one pass (requantize_grad_token, token t's
@@ -564,7 +587,25 @@ struct GradPass {
   alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kQ8Block];
   alignas(32) int32_t offset[kGradChunkTokens][kGradBlocksPerPass];
   float e[kGradChunkTokens][kGradBlocksPerPass];
+  __m256i colsum[kGradBlocksPerPass][4];  // 128 x the column sums of signed panels, per group
 };
+
+// pass.colsum for the panel's blocks [b0, b0 + nb): per column, 128 x the sum of the row
+// block's weights (vpdpbusd with 128 in every unsigned byte).
+inline void column_sums(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
+#if NL_INT8_VNNI
+  const __m256i v128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int cg = 0; cg < 4; ++cg) {
+      const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8;
+      __m256i s = _mm256_setzero_si256();
+      for (int c = 0; c < 8; ++c) s = _mm256_dpbusd_avx_epi32(s, v128, _mm256_loadu_si256(w + c));
+      pass.colsum[b][cg] = s;
+    }
+#else
+  (void)p, (void)b0, (void)nb, (void)pass;
+#endif
+}
 
 // The products of one pass for NT tokens (rows of `pass` from t), D[t, c] += for the pass's
 // columns below n. Each weight chunk is loaded once and used for the NT tokens, whose
@@ -573,29 +614,40 @@ struct GradPass {
 template <int NT, Int8Kind K>
 inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb, int64_t n,
                                float* D, int64_t ldd) {
+  constexpr bool kPairs = K == Int8Kind::Nibble || kGradUnsignedActivations;
   for (int64_t b = 0; b < nb; ++b) {
     // Per token, what the block's four column groups share (broadcast once, not per group).
     __m256i off[NT];
     __m256 ev[NT];
     for (int i = 0; i < NT; ++i) {
-      off[i] = _mm256_set1_epi32(pass.offset[t + i][b]);
+      if constexpr (K == Int8Kind::Nibble) off[i] = _mm256_set1_epi32(pass.offset[t + i][b]);
       ev[i] = _mm256_set1_ps(pass.e[t + i][b]);
     }
     const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024);
     const int8_t* x = &pass.qv[t][0] + b * kQ8Block;
     const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kQ8Block;
-    if constexpr (K == Int8Kind::Nibble) {
+    if constexpr (kPairs) {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
         __m256i part0[NT], part1[NT];
-        dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
-        add_column_group<NT, K>(part0, off, ev, c0 + cg * 8, n, D, ldd);
-        add_column_group<NT, K>(part1, off, ev, c0 + (cg + 1) * 8, n, D, ldd);
+        constexpr bool kUnsignedX = K == Int8Kind::Signed;
+        dot_tokens_column_pair<NT, true, kUnsignedX>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
+        for (int i = 0; i < NT; ++i) {
+          if constexpr (kUnsignedX) {
+            part0[i] = _mm256_sub_epi32(part0[i], pass.colsum[b][cg]);
+            part1[i] = _mm256_sub_epi32(part1[i], pass.colsum[b][cg + 1]);
+          } else {
+            part0[i] = nibble_sums(part0[i], off[i]);
+            part1[i] = nibble_sums(part1[i], off[i]);
+          }
+        }
+        add_column_group<NT>(part0, ev, c0 + cg * 8, n, D, ldd);
+        add_column_group<NT>(part1, ev, c0 + (cg + 1) * 8, n, D, ldd);
       }
     } else {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
         __m256i part[NT];
         dot_tokens<NT, K, true>(w + cg * 8, x, ldx, part);
-        add_column_group<NT, K>(part, off, ev, c0 + cg * 8, n, D, ldd);
+        add_column_group<NT>(part, ev, c0 + cg * 8, n, D, ldd);
       }
     }
   }
@@ -615,6 +667,7 @@ void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey
     const int64_t ct = std::min(kGradChunkTokens, nt - t0);
     for (int64_t b0 = 0; b0 < p.blocks; b0 += kGradBlocksPerPass) {
       const int64_t nb = std::min(kGradBlocksPerPass, p.blocks - b0);
+      if (K == Int8Kind::Signed && kGradUnsignedActivations) column_sums(p, b0, nb, pass);
       for (int64_t i = 0; i < ct; ++i) {
         const int64_t t = t0 + i;
         const float* g = G + t * ldg;
@@ -622,7 +675,7 @@ void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey
           _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock + 16), _MM_HINT_T0);
         }
-        requantize_grad_token(g, nrows, ey[t * lds], inv[t * lds], p, b0, nb, pass.qv[i], pass.offset[i],
+        requantize_grad_token<K>(g, nrows, ey[t * lds], inv[t * lds], p, b0, nb, pass.qv[i], pass.offset[i],
                               pass.e[i]);
       }
       float* Dc = D + t0 * ldd;
