@@ -63,10 +63,15 @@ struct ForwardPanel {
   int64_t blocks = 0;
   std::vector<uint8_t> q;  // blocks x 8 chunks x 8 rows x 4 bytes (padded rows: 0)
   std::vector<float> d;    // blocks x 8 rows (padded rows: 0)
+  // blocks x 8 rows: 128 x the sum of each row's quants in the block (signed panels only;
+  // forward_weight_sums defines it). Every set's packers fill it; the AVX-VNNI forward
+  // subtracts it (its activations are unsigned, q + 128: kernels_int8_avx2_body.h).
+  std::vector<int32_t> wsum;
   void resize(int64_t nb) {
     blocks = nb;
     if (q.size() < static_cast<size_t>(nb * 256)) q.resize(static_cast<size_t>(nb * 256));
     if (d.size() < static_cast<size_t>(nb * 8)) d.resize(static_cast<size_t>(nb * 8));
+    if (wsum.size() < static_cast<size_t>(nb * 8)) wsum.resize(static_cast<size_t>(nb * 8));
   }
 };
 
@@ -83,6 +88,10 @@ struct GradPanel {
     if (m.size() < static_cast<size_t>(nb)) m.resize(static_cast<size_t>(nb));
   }
 };
+
+// ForwardPanel::wsum of a signed panel from its quants (the definition; the packers may get
+// the sums elsewhere, e.g. from the quantizer, but give the same numbers).
+void forward_weight_sums(ForwardPanel& p);
 
 // The packers store each row's weight scale dw[r,b] in rho; this turns them into the scale
 // bound m[b] and the ratios rho = dw / m (one definition for every ISA's packers).

@@ -36,6 +36,15 @@
 namespace nl::engine {
 namespace {
 
+// With VNNI, signed panels (Q8_0, the requantized types) take the activations unsigned,
+// q + 128 (vpdpbusd's unsigned operand), against the signed weights, and subtract 128 x the
+// weights' sum over the reduced dimension: per row and block in the forward product (the
+// packers store it in ForwardPanel::wsum), per column and row block in the input gradient
+// (computed once per panel pass). No sign operations per token, and two panels or column
+// groups share each activation broadcast, as nibble panels do. The integers are the same.
+// Without VNNI vpmaddubsw would saturate on pairs of 255 x 127, so the sign trick stays.
+inline constexpr bool kUnsignedActivations = NL_INT8_VNNI;
+
 inline __m256i broadcast_chunk(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -133,6 +142,19 @@ inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i
   out[3] = _mm_unpackhi_epi64(t1, t3);
 }
 
+// forward_weight_sums (kernels_int8.h) in registers: lane i of each chunk is row i's four
+// bytes, summed by vpmaddubsw with ones (exact: |pair| <= 256) and vpmaddwd.
+inline void forward_weight_sums_avx2(ForwardPanel& p) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
+    __m256i s = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c)
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256(w + c)), ones16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.wsum.data() + b * 8), _mm256_slli_epi32(s, 7));
+  }
+}
+
 void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   const bool q4 = m.type == QType::Q4_0;
@@ -164,6 +186,7 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
       }
     }
   }
+  if (!q4) forward_weight_sums_avx2(p);
 }
 
 // normalize_grad_scales (kernels_int8.h) in registers: the same maximum and the same
@@ -253,6 +276,7 @@ void pack_forward_floats_avx2(const float* P, int64_t ldp, int64_t nr, int64_t n
       int32_t sum;
       quantize_block(v[0], v[1], v[2], v[3], q, &p.d[static_cast<size_t>(b * 8 + i)], &sum);
       for (int c = 0; c < 8; ++c) std::memcpy(out + c * 32 + i * 4, q + 4 * c, 4);
+      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * sum;  // forward_weight_sums
     }
   }
 }
@@ -307,14 +331,6 @@ inline __m256i dot_signed_chunk(__m256i sums, __m256i abs_w, __m256i signed_q) {
 #endif
 }
 
-// With VNNI the input gradient of signed panels (Q8_0, the requantized types) takes dY's
-// quants unsigned, q + 128 (vpdpbusd's unsigned operand), against the signed weights and
-// subtracts 128 x each column's weight sum over the row block, computed once per panel
-// pass: no sign operations per token, and column pairs share each broadcast as on Q4_0
-// panels. (The integers are the same.) Without VNNI vpmaddubsw would saturate on pairs of
-// 255 x 127, so the sign trick stays.
-inline constexpr bool kGradUnsignedActivations = NL_INT8_VNNI;
-
 // An empty asm that takes v in a register, so each sum is built chunk by chunk, in order.
 inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 
@@ -326,13 +342,24 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // sum into a tree, issues all 32 products first and spills them and the f32 accumulators to
 // the stack. Measured: the forward 8-10% faster on Zen 1; the input gradient of Q8_0 panels
 // (Zen 5, 64 tokens x 256 columns) 17% with VNNI and 5-10% without.
-template <int NT, Int8Kind K, bool kLanes = false>
+// Signed panels with kUnsignedActivations and kFlip: the activations (signed) are flipped to
+// q + 128 after the broadcast and the sums are those of q + 128 (subtract wsum).
+template <int NT, Int8Kind K, bool kLanes = false, bool kFlip = false>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
+  static_assert(!kFlip || (K == Int8Kind::Signed && kUnsignedActivations), "flipped activations need vpdpbusd");
   for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
     const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
-    if constexpr (K == Int8Kind::Nibble) {
+    if constexpr (kFlip) {
+#if NL_INT8_VNNI
+      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+      for (int t = 0; t < NT; ++t) {
+        part[t] = _mm256_dpbusd_avx_epi32(part[t], _mm256_xor_si256(broadcast_chunk(x + t * ldx + xc_at), flip), wc);
+        keep_in_register(part[t]);
+      }
+#endif
+    } else if constexpr (K == Int8Kind::Nibble) {
       for (int t = 0; t < NT; ++t) {
         part[t] = dot_nibble_chunk(part[t], wc, broadcast_chunk(x + t * ldx + xc_at));
         keep_in_register(part[t]);
@@ -356,11 +383,12 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // loops unrolled, makes the input gradient 8-10% faster and the forward 7-9%. (Signed panels
 // gain nothing: their sign operations depend on the weights.)
 // kLanes as in dot_tokens. kUnsignedX (VNNI only): the panels are signed and the activations
-// unsigned (vpdpbusd's operands the other way round: see kGradUnsignedActivations).
-template <int NT, bool kLanes = false, bool kUnsignedX = false>
+// unsigned (kUnsignedActivations), stored so or, with kFlip, flipped after the broadcast.
+template <int NT, bool kLanes = false, bool kUnsignedX = false, bool kFlip = false>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT]) {
   static_assert(!kUnsignedX || NL_INT8_VNNI, "unsigned activations need vpdpbusd");
+  static_assert(!kFlip || kUnsignedX, "only unsigned activations are flipped");
   for (int t = 0; t < NT; ++t) part0[t] = part1[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
@@ -368,7 +396,8 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
     const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
-      const __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
+      __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
+      if constexpr (kFlip) xc = _mm256_xor_si256(xc, _mm256_set1_epi8(static_cast<char>(0x80)));
       if constexpr (kUnsignedX) {  // unsigned activations x signed weights
 #if NL_INT8_VNNI
         part0[t] = _mm256_dpbusd_avx_epi32(part0[t], xc, a);
@@ -418,12 +447,16 @@ inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, 
   const int64_t blocks = ldq / kQ8Block;
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  constexpr bool kFlip = K == Int8Kind::Signed && kUnsignedActivations;
   for (int64_t b = 0; b < p.blocks; ++b) {
     __m256i part[NT];
-    dot_tokens<NT, K>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq, part);
+    dot_tokens<NT, K, false, kFlip>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq,
+                                    part);
     const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
-      const __m256i isum = finish_sums<K>(part[t], sum[t * blocks + b]);
+      const __m256i isum =
+          kFlip ? _mm256_sub_epi32(part[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsum.data() + b * 8)))
+                : finish_sums<K>(part[t], sum[t * blocks + b]);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
     }
   }
@@ -449,28 +482,34 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
-// NT tokens x two nibble panels (16 rows, the last nr1 of p1's valid): forward_tokens with
-// each activation chunk broadcast once for both panels (dot_tokens_column_pair; measured on
-// Zen 1, 7-9% faster than two passes).
-template <int NT>
+// NT tokens x two panels of kind K (16 rows, the last nr1 of p1's valid; signed ones only with
+// kUnsignedActivations): forward_tokens with each activation chunk broadcast once for both
+// panels (dot_tokens_column_pair; measured on Zen 1, 7-9% faster than two passes).
+template <int NT, Int8Kind K>
 inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
                                 const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
   __m256 acc0[NT], acc1[NT];
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < p0.blocks; ++b) {
+    constexpr bool kSigned = K == Int8Kind::Signed;
     __m256i part0[NT], part1[NT];
-    dot_tokens_column_pair<NT>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
-                               reinterpret_cast<const __m256i*>(p1.q.data() + b * 256), q + b * kQ8Block, ldq, part0,
-                               part1);
+    dot_tokens_column_pair<NT, false, kSigned, kSigned>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
+                                                        reinterpret_cast<const __m256i*>(p1.q.data() + b * 256),
+                                                        q + b * kQ8Block, ldq, part0, part1);
     const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
       const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
-      const int32_t sq = sum[t * blocks + b];
-      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part0[t], sq)), _mm256_mul_ps(dw0, dx),
-                                acc0[t]);
-      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(finish_sums<Int8Kind::Nibble>(part1[t], sq)), _mm256_mul_ps(dw1, dx),
-                                acc1[t]);
+      __m256i isum0, isum1;
+      if constexpr (kSigned) {
+        isum0 = _mm256_sub_epi32(part0[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.wsum.data() + b * 8)));
+        isum1 = _mm256_sub_epi32(part1[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.wsum.data() + b * 8)));
+      } else {
+        isum0 = finish_sums<K>(part0[t], sum[t * blocks + b]);
+        isum1 = finish_sums<K>(part1[t], sum[t * blocks + b]);
+      }
+      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum0), _mm256_mul_ps(dw0, dx), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum1), _mm256_mul_ps(dw1, dx), acc1[t]);
     }
   }
   for (int t = 0; t < NT; ++t) {
@@ -479,18 +518,30 @@ inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* 
   }
 }
 
-void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+template <Int8Kind K>
+void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
-  if (p0.kind != Int8Kind::Nibble || p1.kind != Int8Kind::Nibble) {  // the sign operations are not shared
-    forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
-    return;
-  }
   const int64_t blocks = ldq / kQ8Block;
   int64_t t = 0;
   for (; t + 4 <= nt; t += 4)
-    forward_tokens_pair<4>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+    forward_tokens_pair<4, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
   for (; t < nt; ++t)
-    forward_tokens_pair<1>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+    forward_tokens_pair<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+}
+
+void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  if (p0.kind == Int8Kind::Nibble && p1.kind == Int8Kind::Nibble) {
+    forward_pair_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+    return;
+  }
+  if constexpr (kUnsignedActivations) {
+    if (p0.kind == Int8Kind::Signed && p1.kind == Int8Kind::Signed) {
+      forward_pair_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+      return;
+    }
+  }
+  forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);  // (sign operations not shared)
 }
 
 // grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
@@ -549,7 +600,7 @@ inline void add_column_group(const __m256i isum[NT], const __m256 ev[NT], int64_
 // The input gradient's dY of one token requantized for one pass of column blocks
 // [b0, b0 + nb) (nb <= kGradBlocksPerPass) of a row block: the quants of block b at
 // qv + 32 b, in kLaneChunk order (the dot products read them through it, so no permute;
-// as q + 128 for signed panels with kGradUnsignedActivations), the block's scale in e[b]
+// as q + 128 for signed panels with kUnsignedActivations), the block's scale in e[b]
 // and, for nibble panels, 8 x the sum of each block's quants in offset[b].
 inline constexpr int64_t kGradBlocksPerPass = 8;
 template <Int8Kind K>
@@ -572,7 +623,7 @@ inline void requantize_grad_token(const float* g, int64_t nrows, float ey, float
       partial[b] = _mm256_setzero_si256();
       continue;
     }
-    partial[b] = round_rows<K == Int8Kind::Signed && kGradUnsignedActivations>(
+    partial[b] = round_rows<K == Int8Kind::Signed && kUnsignedActivations>(
         y, p.rho.data() + (b0 + b) * kGradRowBlock, qv + b * kQ8Block);
     e[b] = ey * p.m[static_cast<size_t>(b0 + b)];
   }
@@ -614,7 +665,7 @@ inline void column_sums(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pa
 template <int NT, Int8Kind K>
 inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb, int64_t n,
                                float* D, int64_t ldd) {
-  constexpr bool kPairs = K == Int8Kind::Nibble || kGradUnsignedActivations;
+  constexpr bool kPairs = K == Int8Kind::Nibble || kUnsignedActivations;
   for (int64_t b = 0; b < nb; ++b) {
     // Per token, what the block's four column groups share (broadcast once, not per group).
     __m256i off[NT];
@@ -667,7 +718,7 @@ void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey
     const int64_t ct = std::min(kGradChunkTokens, nt - t0);
     for (int64_t b0 = 0; b0 < p.blocks; b0 += kGradBlocksPerPass) {
       const int64_t nb = std::min(kGradBlocksPerPass, p.blocks - b0);
-      if (K == Int8Kind::Signed && kGradUnsignedActivations) column_sums(p, b0, nb, pass);
+      if (K == Int8Kind::Signed && kUnsignedActivations) column_sums(p, b0, nb, pass);
       for (int64_t i = 0; i < ct; ++i) {
         const int64_t t = t0 + i;
         const float* g = G + t * ldg;

@@ -292,6 +292,7 @@ void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
       }
     }
   }
+  if (p.kind == Int8Kind::Signed) forward_weight_sums(p);
 }
 
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {

@@ -67,6 +67,7 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = i < nr ? tile_byte(m, tile, nr, i, j) : 0;
     }
   }
+  if (p.kind == Int8Kind::Signed) forward_weight_sums(p);
 }
 
 void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
@@ -173,6 +174,7 @@ void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64
       quantize_row(i < nr ? P + i * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q, &p.d[static_cast<size_t>(b * 8 + i)],
                    &sum);
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = static_cast<uint8_t>(q[j]);
+      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * sum;  // forward_weight_sums
     }
 }
 
@@ -192,6 +194,15 @@ void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t 
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
     }
   normalize_grad_scales(p);
+}
+
+void forward_weight_sums(ForwardPanel& p) {
+  for (int64_t b = 0; b < p.blocks; ++b)
+    for (int64_t i = 0; i < 8; ++i) {
+      int32_t s = 0;
+      for (int64_t j = 0; j < kQ8Block; ++j) s += static_cast<int8_t>(p.q[forward_index(b, i, j)]);
+      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * s;
+    }
 }
 
 void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {

@@ -144,6 +144,9 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       ASSERT_EQ(p0.kind, p1.kind);
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + nb * 256, p1.q.begin())) << "forward panel, group " << g;
       ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + nb * 8, p1.d.begin())) << "forward scales, group " << g;
+      if (p0.kind == nl::engine::Int8Kind::Signed) {
+        ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + nb * 8, p1.wsum.begin())) << "weight sums, group " << g;
+      }
       const int64_t nr = w.tiles.group_rows(g);
       std::vector<float> y0(static_cast<size_t>(T * 8), -1.0f), y1(y0.size(), -1.0f);
       ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y0.data(), 8);
@@ -257,6 +260,11 @@ TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
       ASSERT_EQ(p0.blocks, p1.blocks);
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 256, p1.q.begin())) << "forward, group " << g;
       ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + p0.blocks * 8, p1.d.begin())) << "forward scales " << g;
+      // The weight sums (taken from the quantizer's sums) are those of the definition.
+      ForwardPanel def = p0;
+      nl::engine::forward_weight_sums(def);
+      ASSERT_TRUE(std::equal(def.wsum.begin(), def.wsum.begin() + p0.blocks * 8, p0.wsum.begin())) << "sums " << g;
+      ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + p0.blocks * 8, p1.wsum.begin())) << "sums " << g;
     }
     for (int64_t rb = 0; rb * 32 < rows; ++rb) {
       GradPanel p0, p1;
