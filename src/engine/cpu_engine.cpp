@@ -56,6 +56,12 @@ namespace {
 using engine::kTileRows;
 
 constexpr int64_t kTokensPerTask = 64;
+// Tokens per int8 task: each task packs its weight panels once (for Q4_0/Q8_0 a transpose of
+// the tiles, for the other types a dequantization and a requantization), so more tokens per
+// task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
+// against 64 tokens, 256 made Q4_K/F16 products 15-35% faster (forward up at 512 tokens
+// 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
+constexpr int64_t kInt8TokensPerTask = 256;
 constexpr int64_t kF32GradColsPerTask = 128;
 
 // Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
@@ -108,13 +114,13 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Tokens per input-gradient task: kTokensPerTask, or fewer when T would leave fewer token
-// blocks than threads. Tasks run in the order (column range, token block), so the threads
+// Tokens per input-gradient task: at most max_tokens (kTokensPerTask, kInt8TokensPerTask),
+// fewer when T would leave fewer token blocks than threads. Tasks run in the order (column range, token block), so the threads
 // share each column range's weights while they stream through them; measured on Zen 1 with
 // 2 threads, a 64-row loss chunk of the output head in int8 mode took 1.6-2.2x the
 // forward's time as 4 column ranges of one token block, 1.4x as 2 x 32 tokens each.
-int64_t grad_tokens_per_task(int64_t T, int64_t threads) {
-  return std::min(kTokensPerTask, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
+int64_t grad_tokens_per_task(int64_t T, int64_t threads, int64_t max_tokens) {
+  return std::min(max_tokens, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
 }
 
 // Rows of the f32 input-gradient panel of a task n columns wide: several row groups, about
@@ -446,7 +452,7 @@ class CpuEngine final : public FrozenEngine {
                      std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
-      const int64_t tpt = grad_tokens_per_task(T, pool_.size()), ntb = ceil_div(T, tpt);
+      const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kTokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::F32, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
@@ -503,7 +509,7 @@ class CpuEngine final : public FrozenEngine {
 
   void run_int8(const Job& job) {
     const ResidentMatrix& m = *job.m;
-    const int64_t T = job.T, n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
+    const int64_t T = job.T;
     if (job.kind == Job::Forward) {
       const int64_t cols = m.cols, blocks = (cols + engine::kQ8Block - 1) / engine::kQ8Block;
       x8_.blocks = blocks;
@@ -514,10 +520,11 @@ class CpuEngine final : public FrozenEngine {
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
       const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
+      const int64_t n_tblocks = ceil_div(T, kInt8TokensPerTask);
       pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
         const int64_t g = i / n_tblocks * 2, tb = i % n_tblocks;
         forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, std::min<int64_t>(2, n_groups - g),
-                          tb * kTokensPerTask, std::min(T, (tb + 1) * kTokensPerTask));
+                          tb * kInt8TokensPerTask, std::min(T, (tb + 1) * kInt8TokensPerTask));
       });
     } else {
       const int64_t rows = m.rows, blocks = ceil_div(rows, engine::kGradRowBlock);
@@ -527,7 +534,7 @@ class CpuEngine final : public FrozenEngine {
         for (int64_t t = t0; t < t1; ++t)
           int8_.grad_row_scales(job.in + t * rows, rows, g8_.ey.data() + t * blocks, g8_.inv.data() + t * blocks);
       });
-      const int64_t tpt = grad_tokens_per_task(T, pool_.size()), ntb = ceil_div(T, tpt);
+      const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kInt8TokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
