@@ -381,7 +381,7 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // issued, not by the multiplies (vpmaddubsw+vpaddw alone from registers run 40% faster than
 // with a broadcast per multiply), and sharing the broadcasts, with the sums pinned and the
 // loops unrolled, makes the input gradient 8-10% faster and the forward 7-9%. (Signed panels
-// gain nothing: their sign operations depend on the weights.)
+// use it only with VNNI, kUnsignedX: the sign trick's operations depend on the weights.)
 // kLanes as in dot_tokens. kUnsignedX (VNNI only): the panels are signed and the activations
 // unsigned (kUnsignedActivations), stored so or, with kFlip, flipped after the broadcast.
 template <int NT, bool kLanes = false, bool kUnsignedX = false, bool kFlip = false>
