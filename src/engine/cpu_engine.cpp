@@ -122,8 +122,9 @@ struct ColumnRanges {
 };
 
 // Tokens per input-gradient task: at most max_tokens (kTokensPerTask, kInt8TokensPerTask),
-// fewer when T would leave fewer token blocks than threads. Tasks run in the order (column range, token block), so the threads
-// share each column range's weights while they stream through them; measured on Zen 1 with
+// fewer when T would leave fewer token blocks than threads. Tasks run in the order (column
+// range, token block), so the threads share each column range's weights while they stream
+// through them; measured on Zen 1 with
 // 2 threads, a 64-row loss chunk of the output head in int8 mode took 1.6-2.2x the
 // forward's time as 4 column ranges of one token block, 1.4x as 2 x 32 tokens each.
 int64_t grad_tokens_per_task(int64_t T, int64_t threads, int64_t max_tokens) {
@@ -307,8 +308,9 @@ class CpuEngine final : public FrozenEngine {
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
   // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored. Other types
   // are dequantized and requantized per task: with the AVX-VNNI set that still beats f32
-  // (Zen 5, 2 threads, qwen2.5-1.5b shapes at 256 tokens, Q4_K/Q6_K/F16: forward 1.6-1.9x,
-  // input gradient 1.2-1.5x faster, docs/PERFORMANCE.md); with plain AVX2 on Zen 1 their
+  // (Zen 5, 2 threads, every products-benchmark shape, F16/Q4_K/Q6_K: int8 forward 2.1-2.3x
+  // PyTorch's f32 GFLOP/s against 0.8x in f32 mode, input gradient 1.6-1.75x against 0.85x;
+  // docs/PERFORMANCE.md); with plain AVX2 on Zen 1 their
   // int8 products took 1.3-1.5x their f32 time, so other sets keep f32 for them (arm64's
   // sdot set not measured).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
