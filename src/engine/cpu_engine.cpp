@@ -124,9 +124,9 @@ struct ColumnRanges {
 // Tokens per input-gradient task: at most max_tokens (kTokensPerTask, kInt8TokensPerTask),
 // fewer when T would leave fewer token blocks than threads. Tasks run in the order (column
 // range, token block), so the threads share each column range's weights while they stream
-// through them; measured on Zen 1 with
-// 2 threads, a 64-row loss chunk of the output head in int8 mode took 1.6-2.2x the
-// forward's time as 4 column ranges of one token block, 1.4x as 2 x 32 tokens each.
+// through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of the output head
+// in int8 mode took 1.6-2.2x the forward's time as 4 column ranges of one token block, 1.4x
+// as 2 x 32 tokens each.
 int64_t grad_tokens_per_task(int64_t T, int64_t threads, int64_t max_tokens) {
   return std::min(max_tokens, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
 }
