@@ -70,6 +70,10 @@ constexpr int64_t kF32GradColsPerTask = 128;
 // qwen2.5-1.5b and llama-3.2-1b up/down, Q4_0, 512 tokens; noisy): down 129-167 -> 96-117
 // ms, up 97-111 -> 87-98 ms; 32 groups were no better.
 constexpr int64_t kForwardBandGroups = 16;
+// Column ranges per band of the f32 input gradient, for the same reason (dY's rows are read
+// once per band): measured as above, llama-3.2-1b gate/up at 512 tokens 88 -> 82-83 ms, the
+// others within 3%; 8 ranges were no better.
+constexpr int64_t kGradBandRanges = 4;
 
 // Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
 // matrix next to megabytes of weights.
@@ -123,12 +127,26 @@ struct ColumnRanges {
 
 // Tokens per input-gradient task: at most max_tokens (kTokensPerTask, kInt8TokensPerTask),
 // fewer when T would leave fewer token blocks than threads. Tasks run in the order (column
-// range, token block), so the threads share each column range's weights while they stream
-// through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of the output head
+// range, token block) (f32: in bands of kGradBandRanges ranges, token block by token block
+// within a band), so the threads share the weights while they stream through them;
+// measured on Zen 1 with 2 threads, a 64-row loss chunk of the output head
 // in int8 mode took 1.6-2.2x the forward's time as 4 column ranges of one token block, 1.4x
 // as 2 x 32 tokens each.
 int64_t grad_tokens_per_task(int64_t T, int64_t threads, int64_t max_tokens) {
   return std::min(max_tokens, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
+}
+
+// Task i of n_units x n_tblocks tasks taken in bands of `band` units (row groups, column
+// ranges): within a band token block by token block, and unit by unit within a token block.
+// The band's weights stay cached while every token block passes, and each token block's
+// rows are read once per band rather than once per unit.
+struct BandedTask {
+  int64_t unit, tb;
+};
+BandedTask banded_task(int64_t i, int64_t n_units, int64_t n_tblocks, int64_t band) {
+  const int64_t b = i / (band * n_tblocks), u0 = b * band, ub = std::min(band, n_units - u0);
+  const int64_t r = i - b * band * n_tblocks;
+  return {u0 + r % ub, r / ub};
 }
 
 // Rows of the f32 input-gradient panel of a task n columns wide: several row groups, about
@@ -455,13 +473,8 @@ class CpuEngine final : public FrozenEngine {
     const int64_t n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
     if (kind == Job::Forward) {
       const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
-      // Tasks run band by band (kForwardBandGroups row groups), and within a band token block
-      // by token block: the band's weights stay cached while every token block passes, and
-      // each token block's rows are read once per band, not once per row group.
-      constexpr int64_t band = kForwardBandGroups;
       pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i, int worker) {
-        const int64_t b = i / (band * n_tblocks), g0 = b * band, gb = std::min(band, n_groups - g0);
-        const int64_t r = i - b * band * n_tblocks, tb = r / gb, g = g0 + r % gb;
+        const auto [g, tb] = banded_task(i, n_groups, n_tblocks, kForwardBandGroups);
         forward_task(kernels_, m, scratch(worker), in, out, g, tb * kTokensPerTask,
                      std::min(T, (tb + 1) * kTokensPerTask));
       });
@@ -469,7 +482,7 @@ class CpuEngine final : public FrozenEngine {
       const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kTokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::F32, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
-        const int64_t cb = i / ntb, tb = i % ntb;
+        const auto [cb, tb] = banded_task(i, ranges.n, ntb, kGradBandRanges);
         input_grad_task(kernels_, m, scratch(worker), in, out, ranges.begin(cb), ranges.end(cb), tb * tpt,
                         std::min(T, (tb + 1) * tpt));
       });
