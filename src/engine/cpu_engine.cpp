@@ -353,9 +353,23 @@ class CpuEngine final : public FrozenEngine {
     return submit(Job{Job::InputGrad, &at(h), dY, T, dX, p, 0});
   }
 
+  // A thread that waits for products it submitted runs them itself when none is running,
+  // instead of sleeping until the dispatcher has woken up, run them and woken it: two thread
+  // wake-ups less per synchronous product (15-35 us each on the development VM, against
+  // 60-150 us for a k/v projection of 128 tokens). Products still run one at a time, in
+  // submission order. Only the submitter does: when any waiter did (the training step's
+  // timing monitor, src/host/step_timing.cpp, waits for every product on its own thread),
+  // the step was 6% slower (medians of 5 interleaved runs, 187 -> 176 tokens/s); with the
+  // submitter only it is unchanged (186.3 and 186.9).
   void wait(EngineTicket t) override {
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return done_ >= t; });
+    const std::thread::id me = std::this_thread::get_id();
+    while (done_ < t) {
+      if (queued_ > 0 && !running_ && queue_[head_].submitter == me)
+        run_next(lk);
+      else
+        done_cv_.wait(lk);
+    }
   }
 
   // The staging of the f16 and int8 modes (the per-thread panels are sized already). Under
@@ -395,6 +409,7 @@ class CpuEngine final : public FrozenEngine {
     float* out;
     Precision precision;
     EngineTicket ticket;
+    std::thread::id submitter{};  // the thread that submitted it (see wait)
   };
 
   void add(const TensorView& v) {
@@ -428,6 +443,7 @@ class CpuEngine final : public FrozenEngine {
   EngineTicket submit(Job job) {
     std::lock_guard<std::mutex> lk(mu_);
     job.ticket = ++issued_;
+    job.submitter = std::this_thread::get_id();
     if (queued_ == queue_.size()) {  // full: grow (only past the deepest queue so far)
       std::vector<Job> bigger(queue_.size() * 2);
       for (size_t i = 0; i < queued_; ++i) bigger[i] = queue_[(head_ + i) % queue_.size()];
@@ -441,23 +457,33 @@ class CpuEngine final : public FrozenEngine {
   }
 
   void dispatch_loop() {
+    std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      Job job;
-      {
-        std::unique_lock<std::mutex> lk(mu_);
-        queue_cv_.wait(lk, [&] { return stop_ || queued_ > 0; });
-        if (queued_ == 0) return;  // stop_ and drained
-        job = queue_[head_];
-        head_ = (head_ + 1) % queue_.size();
-        --queued_;
-      }
-      run(job);
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        done_ = job.ticket;
-      }
-      done_cv_.notify_all();
+      queue_cv_.wait(lk, [&] { return (stop_ && queued_ == 0) || (queued_ > 0 && !running_); });
+      if (queued_ == 0) return;  // stop_ and drained
+      run_next(lk);
     }
+  }
+
+  // Takes the next queued product and runs it, on the dispatcher or in wait: mu_ is held on
+  // entry and on return, not while the product runs nor while the waiters are notified.
+  // Products do not throw (their inputs are checked at submission): one that did would end
+  // the process, as it did on the dispatcher thread.
+  void run_next(std::unique_lock<std::mutex>& lk) {
+    const Job job = queue_[head_];
+    head_ = (head_ + 1) % queue_.size();
+    --queued_;
+    running_ = true;
+    lk.unlock();
+    [&]() noexcept { run(job); }();
+    lk.lock();
+    running_ = false;
+    done_ = job.ticket;
+    const bool more = queued_ > 0;
+    lk.unlock();
+    done_cv_.notify_all();
+    if (more) queue_cv_.notify_one();
+    lk.lock();
   }
 
   void run(const Job& job) {
@@ -592,6 +618,7 @@ class CpuEngine final : public FrozenEngine {
   std::vector<Job> queue_ = std::vector<Job>(64);
   size_t head_ = 0, queued_ = 0;
   EngineTicket issued_ = 0, done_ = 0;
+  bool running_ = false;  // a product is running (on the dispatcher or in wait)
   bool stop_ = false;
   std::thread dispatcher_;
 };
