@@ -45,6 +45,20 @@ namespace {
 // Without VNNI vpmaddubsw would saturate on pairs of 255 x 127, so the sign trick stays.
 inline constexpr bool kUnsignedActivations = NL_INT8_VNNI;
 
+// q + 128 for signed bytes q: the sign bit flipped.
+inline __m256i flip_to_unsigned(__m256i q) { return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))); }
+
+// 128 x the sum of each lane's four bytes over 8 chunks (a panel block's rows in the forward
+// product, one column group's columns in the input gradient): the weight sums that unsigned
+// activations subtract. vpmaddubsw with ones is exact here (|pair| <= 256).
+inline __m256i chunk_sums_x128(const __m256i* chunks) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  __m256i s = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c)
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256(chunks + c)), ones16));
+  return _mm256_slli_epi32(s, 7);
+}
+
 inline __m256i broadcast_chunk(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -143,16 +157,11 @@ inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i
 }
 
 // forward_weight_sums (kernels_int8.h) in registers: lane i of each chunk is row i's four
-// bytes, summed by vpmaddubsw with ones (exact: |pair| <= 256) and vpmaddwd.
+// bytes.
 inline void forward_weight_sums_avx2(ForwardPanel& p) {
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-  for (int64_t b = 0; b < p.blocks; ++b) {
-    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
-    __m256i s = _mm256_setzero_si256();
-    for (int c = 0; c < 8; ++c)
-      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256(w + c)), ones16));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.wsum.data() + b * 8), _mm256_slli_epi32(s, 7));
-  }
+  for (int64_t b = 0; b < p.blocks; ++b)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.wsum.data() + b * 8),
+                        chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + b * 256)));
 }
 
 void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
@@ -353,9 +362,8 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
     const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
     if constexpr (kFlip) {
 #if NL_INT8_VNNI
-      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
       for (int t = 0; t < NT; ++t) {
-        part[t] = _mm256_dpbusd_avx_epi32(part[t], _mm256_xor_si256(broadcast_chunk(x + t * ldx + xc_at), flip), wc);
+        part[t] = _mm256_dpbusd_avx_epi32(part[t], flip_to_unsigned(broadcast_chunk(x + t * ldx + xc_at)), wc);
         keep_in_register(part[t]);
       }
 #endif
@@ -397,7 +405,7 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
       __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
-      if constexpr (kFlip) xc = _mm256_xor_si256(xc, _mm256_set1_epi8(static_cast<char>(0x80)));
+      if constexpr (kFlip) xc = flip_to_unsigned(xc);
       if constexpr (kUnsignedX) {  // unsigned activations x signed weights
 #if NL_INT8_VNNI
         part0[t] = _mm256_dpbusd_avx_epi32(part0[t], xc, a);
@@ -566,7 +574,7 @@ inline __m256i round_rows(const __m256 y[4], const float* rho, int8_t* q) {
   for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(y[k], _mm256_loadu_ps(rho + 8 * k));
   __m256i sums;
   __m256i packed = round_to_int8_lanes(v, &sums);
-  if constexpr (kUnsigned) packed = _mm256_xor_si256(packed, _mm256_set1_epi8(static_cast<char>(0x80)));
+  if constexpr (kUnsigned) packed = flip_to_unsigned(packed);
   _mm256_store_si256(reinterpret_cast<__m256i*>(q), packed);
   return sums;
 }
@@ -642,20 +650,11 @@ struct GradPass {
 };
 
 // pass.colsum for the panel's blocks [b0, b0 + nb): per column, 128 x the sum of the row
-// block's weights (vpdpbusd with 128 in every unsigned byte).
+// block's weights.
 inline void column_sums(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
-#if NL_INT8_VNNI
-  const __m256i v128 = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b)
-    for (int cg = 0; cg < 4; ++cg) {
-      const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8;
-      __m256i s = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) s = _mm256_dpbusd_avx_epi32(s, v128, _mm256_loadu_si256(w + c));
-      pass.colsum[b][cg] = s;
-    }
-#else
-  (void)p, (void)b0, (void)nb, (void)pass;
-#endif
+    for (int cg = 0; cg < 4; ++cg)
+      pass.colsum[b][cg] = chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8);
 }
 
 // The products of one pass for NT tokens (rows of `pass` from t), D[t, c] += for the pass's
