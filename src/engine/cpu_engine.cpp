@@ -160,6 +160,10 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   std::vector<float> floats;
   engine::ForwardPanel forward8[2];  // an int8 forward task's two row groups
   engine::GradPanel grad8;
+  // An int8 input-gradient task's block of dX (its tokens x its columns, contiguous),
+  // copied out when the task ends: dX's own rows are a matrix row apart, and as for dY
+  // (Int8GradRows) the kernel is faster on a contiguous block.
+  std::vector<float> dx_block;
 
   // Grows the buffers to what the largest task on m needs, for both products, every mode:
   // the forward tasks' one row group x every column, and the input-gradient tasks' panels
@@ -175,6 +179,8 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
       }
     }
     if (static_cast<int64_t>(floats.size()) < n_floats) floats.resize(static_cast<size_t>(n_floats));
+    const int64_t n_dx = kInt8TokensPerTask * std::min(input_grad_cols_per_task(m, Precision::Int8), m.cols);
+    if (static_cast<int64_t>(dx_block.size()) < n_dx) dx_block.resize(static_cast<size_t>(n_dx));
     const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
     for (engine::ForwardPanel& p : forward8)
       if (forward_blocks > p.blocks) p.resize(forward_blocks);
@@ -228,12 +234,22 @@ struct Int8Rows {
   std::vector<int32_t> sum;
 };
 
-// The scales of dY of an int8 input gradient, per (token, 32-row block), computed once for
-// every task (kernels_int8.h grad_row_scales): ey and its inverse, tokens x blocks each.
-struct Int8GradScales {
-  int64_t blocks = 0;  // per row of dY
+// dY of an int8 input gradient, prepared once for every task: its scales per (token, 32-row
+// block) (kernels_int8.h grad_row_scales: ey and its inverse, tokens x blocks each) and a
+// copy of its rows by row block (block rb of token t: 32 floats at (rb * tokens + t) * 32),
+// so a task reads each row block's dY as one contiguous run. Read in place, the 32-float
+// pieces sit a row of dY apart (8 KiB for 2048 rows: the same few cache sets for every
+// token); measured on Zen 3 (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes, with
+// the per-task output block below), the input-gradient kernel ran 7-25% faster.
+struct Int8GradRows {
+  int64_t blocks = 0, tokens = 0;
   std::vector<float> ey;
   std::vector<float> inv;
+  std::vector<float> by_block;
+  float* block(int64_t rb, int64_t t) { return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock; }
+  const float* block(int64_t rb, int64_t t) const {
+    return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock;
+  }
 };
 
 bool int8_native(const ResidentMatrix& m) {
@@ -268,11 +284,12 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          WorkerScratch& ws, const float* dY, const Int8GradScales& g, float* dX, int64_t c0,
-                          int64_t c1, int64_t t0, int64_t t1) {
+                          WorkerScratch& ws, const Int8GradRows& g, float* dX, int64_t c0, int64_t c1, int64_t t0,
+                          int64_t t1) {
   engine::GradPanel& panel = ws.grad8;
-  const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
-  for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
+  const int64_t rows = m.rows, cols = m.cols, n = c1 - c0, nt = t1 - t0;
+  float* D = ws.dx_block.data();
+  std::memset(D, 0, static_cast<size_t>(nt * n) * sizeof(float));
   for (int64_t rb = 0; rb < g.blocks; ++rb) {
     const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0);
     if (int8_native(m)) {
@@ -284,9 +301,11 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
       k8.pack_grad_floats(floats, n, nrows, n, panel);
     }
     const int64_t s0 = t0 * g.blocks + rb;
-    k8.input_grad(dY + t0 * rows + r0, rows, nrows, g.ey.data() + s0, g.inv.data() + s0, g.blocks, t1 - t0, panel,
-                  n, dX + t0 * cols + c0, cols);
+    k8.input_grad(g.block(rb, t0), engine::kGradRowBlock, nrows, g.ey.data() + s0, g.inv.data() + s0, g.blocks, nt,
+                  panel, n, D, n);
   }
+  for (int64_t t = 0; t < nt; ++t)
+    std::memcpy(dX + (t0 + t) * cols + c0, D + t * n, static_cast<size_t>(n) * sizeof(float));
 }
 
 class CpuEngine final : public FrozenEngine {
@@ -387,7 +406,7 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
-    if (p == Precision::Int8) grow_int8_grad_scales(max_tokens, ceil_div(m.rows, engine::kGradRowBlock));
+    if (p == Precision::Int8) grow_int8_grad_rows(max_tokens, ceil_div(m.rows, engine::kGradRowBlock));
   }
 
   size_t resident_weight_bytes() const override {
@@ -529,10 +548,11 @@ class CpuEngine final : public FrozenEngine {
     x8_.sum.resize(static_cast<size_t>(T * blocks));
   }
 
-  void grow_int8_grad_scales(int64_t T, int64_t blocks) {
+  void grow_int8_grad_rows(int64_t T, int64_t blocks) {
     if (static_cast<int64_t>(g8_.ey.size()) >= T * blocks) return;
     g8_.ey.resize(static_cast<size_t>(T * blocks));
     g8_.inv.resize(static_cast<size_t>(T * blocks));
+    g8_.by_block.resize(static_cast<size_t>(T * blocks * engine::kGradRowBlock));
   }
 
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
@@ -582,16 +602,23 @@ class CpuEngine final : public FrozenEngine {
     } else {
       const int64_t rows = m.rows, blocks = ceil_div(rows, engine::kGradRowBlock);
       g8_.blocks = blocks;
-      grow_int8_grad_scales(T, blocks);
+      g8_.tokens = T;
+      grow_int8_grad_rows(T, blocks);
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t)
-          int8_.grad_row_scales(job.in + t * rows, rows, g8_.ey.data() + t * blocks, g8_.inv.data() + t * blocks);
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* g = job.in + t * rows;
+          int8_.grad_row_scales(g, rows, g8_.ey.data() + t * blocks, g8_.inv.data() + t * blocks);
+          for (int64_t rb = 0; rb < blocks; ++rb)  // (the last block's tail past `rows` is never read)
+            std::memcpy(g8_.block(rb, t), g + rb * engine::kGradRowBlock,
+                        static_cast<size_t>(std::min(engine::kGradRowBlock, rows - rb * engine::kGradRowBlock)) *
+                            sizeof(float));
+        }
       });
       const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kInt8TokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
-        input_grad_task_int8(kernels_, int8_, m, scratch(worker), job.in, g8_, job.out, ranges.begin(cb),
+        input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, ranges.begin(cb),
                              ranges.end(cb), tb * tpt, std::min(T, (tb + 1) * tpt));
       });
     }
@@ -607,7 +634,7 @@ class CpuEngine final : public FrozenEngine {
   std::vector<float> staged_;
   std::vector<int> row_scale_;
   Int8Rows x8_;
-  Int8GradScales g8_;
+  Int8GradRows g8_;
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
 

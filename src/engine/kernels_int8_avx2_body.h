@@ -720,12 +720,7 @@ void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey
       if (K == Int8Kind::Signed && kUnsignedActivations) column_sums(p, b0, nb, pass);
       for (int64_t i = 0; i < ct; ++i) {
         const int64_t t = t0 + i;
-        const float* g = G + t * ldg;
-        if (b0 == 0) {  // the next row block's dY of this token (the task walks the row blocks)
-          _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(g + kGradRowBlock + 16), _MM_HINT_T0);
-        }
-        requantize_grad_token<K>(g, nrows, ey[t * lds], inv[t * lds], p, b0, nb, pass.qv[i], pass.offset[i],
+        requantize_grad_token<K>(G + t * ldg, nrows, ey[t * lds], inv[t * lds], p, b0, nb, pass.qv[i], pass.offset[i],
                               pass.e[i]);
       }
       float* Dc = D + t0 * ldd;
