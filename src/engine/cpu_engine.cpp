@@ -344,14 +344,11 @@ class CpuEngine final : public FrozenEngine {
   std::string isa() const override { return kernels_.isa; }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
   // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored. Other types
-  // are dequantized and requantized per task: with the AVX-VNNI set that still beats f32
-  // (Zen 5, 2 threads, every products-benchmark shape, F16/Q4_K/Q6_K: int8 forward 2.1-2.3x
-  // PyTorch's f32 GFLOP/s against 0.8x in f32 mode, input gradient 1.6-1.75x against 0.85x;
-  // docs/PERFORMANCE.md); with plain AVX2 on Zen 1 their
-  // int8 products took 1.3-1.5x their f32 time, so other sets keep f32 for them (arm64's
-  // sdot set not measured).
+  // are dequantized and requantized per task, which pays only on some CPUs
+  // (int8_beats_f32_when_requantizing: on Zen 5 with AVX-VNNI int8 forward 2.1-2.3x PyTorch's
+  // f32 GFLOP/s against 0.8x in f32 mode; on Zen 1 int8 took 1.3-1.5x the f32 time).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
-    if (int8_native(at(h)) || std::string_view(int8_.isa) == "avx2-vnni") return {Precision::Int8};
+    if (int8_native(at(h)) || engine::int8_beats_f32_when_requantizing(int8_)) return {Precision::Int8};
     return {};
   }
 

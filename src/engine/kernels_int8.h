@@ -156,6 +156,14 @@ const Int8Kernels* int8_kernels_neon_widening();
 // The int8 kernels for the isa of the engine's panel kernels ("scalar", "avx2", "neon").
 const Int8Kernels& int8_kernels_for(const std::string& isa);
 
+// Whether set k on this CPU runs int8 products faster than f32 ones even for weights it must
+// dequantize and requantize per task (every type but Q4_0/Q8_0). Measured (2 threads, every
+// products-benchmark shape, F16/Q4_K/Q6_K, docs/PERFORMANCE.md): yes with AVX-VNNI (Zen 5)
+// and with plain AVX2 on AMD Zen 3 (family 0x19, which Zen 4 shares: two integer-multiply
+// pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves). Elsewhere not
+// measured, so no (scalar, NEON, Intel without AVX-VNNI).
+bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
+
 // The scalar quantizer of one block of 32 values (the definition; every ISA matches it).
 void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);
 

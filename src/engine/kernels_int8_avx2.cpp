@@ -3,6 +3,7 @@
 #include "kernels_int8.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,6 +29,26 @@ const Int8Kernels* int8_kernels_avx2() {
   return int8_kernels_avx2_plain();
 }
 
+namespace {
+// An AMD CPU of family 0x19 or later (Zen 3 and after): CPUID leaf 0's vendor, leaf 1's
+// family (base + extended).
+bool amd_zen3_or_later() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+  return family >= 0x19;
+}
+}  // namespace
+
+bool int8_beats_f32_when_requantizing(const Int8Kernels& k) {
+  if (&k == int8_kernels_avx2_vnni()) return true;
+  static const bool zen3 = amd_zen3_or_later();
+  return &k == int8_kernels_avx2_plain() && zen3;
+}
+
 }  // namespace nl::engine
 
 #else
@@ -35,6 +56,7 @@ const Int8Kernels* int8_kernels_avx2() {
 namespace nl::engine {
 const Int8Kernels* int8_kernels_avx2_plain() { return nullptr; }
 const Int8Kernels* int8_kernels_avx2() { return nullptr; }
+bool int8_beats_f32_when_requantizing(const Int8Kernels&) { return false; }
 }  // namespace nl::engine
 
 #endif

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -175,19 +176,45 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
   EXPECT_EQ(r.plan.calibration["passes"], r.passes);
 }
 
+// The CPUs where int8 beats f32 even on requantized weights (kernels_int8.h), decided here
+// from /proc/cpuinfo rather than CPUID: AVX-VNNI, or AMD family 25 (0x19) and later.
+bool cpuinfo_says_int8_beats_f32_when_requantizing() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor, flags;
+  int family = 0;
+  while (std::getline(in, line) && !line.empty()) {
+    const std::string value = line.substr(line.find(':') + 1);
+    if (line.rfind("vendor_id", 0) == 0) vendor = value;
+    if (line.rfind("cpu family", 0) == 0) family = std::stoi(value);
+    if (line.rfind("flags", 0) == 0) flags = value + " ";
+  }
+  return flags.find(" avx_vnni ") != std::string::npos ||
+         (vendor.find("AuthenticAMD") != std::string::npos && family >= 0x19);
+}
+
+TEST(PrecisionCalibration, Int8BeatsF32WhenRequantizingOnlyOnMeasuredCpus) {
+  EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(nl::engine::int8_kernels_scalar()));
+  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_avx2()) {
+    if (!std::ifstream("/proc/cpuinfo")) GTEST_SKIP() << "no /proc/cpuinfo to check the CPU against";
+    EXPECT_EQ(nl::engine::int8_beats_f32_when_requantizing(*k), cpuinfo_says_int8_beats_f32_when_requantizing())
+        << "int8 set " << k->isa;
+  }
+  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_neon())
+    EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(*k)) << "not measured on arm64";
+}
+
 // Which matrices have a mode cheaper than f32 on the cpu engine: Q4_0/Q8_0 ones (int8 uses
-// their quants as stored) with every int8 set; every type with the AVX-VNNI set, where int8
-// beats f32 even though other types are requantized per task (measured); on the others f32
-// stays the cheapest for them.
+// their quants as stored) with every int8 set; every type where int8 beats f32 even though
+// other types are requantized per task (measured, above); elsewhere f32 stays the cheapest
+// for them.
 TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
   for (const nl::QType type : {nl::QType::Q4_0, nl::QType::F16}) {
     nltest::TinyModel tm = nltest::make_tiny_model("qwen2", type, 2);
-    const bool vnni = nl::engine::int8_kernels_for("avx2").isa == std::string("avx2-vnni");
     for (const char* isa : {"auto", "scalar"}) {
       SCOPED_TRACE(std::string(nl::qtype_info(type).name) + ", isa " + isa);
       auto engine = nl::make_engine(*tm.model, {"cpu", 2, isa});
-      const bool avx2_vnni = vnni && engine->isa() == "avx2";
-      const bool int8 = type == nl::QType::Q4_0 || avx2_vnni;
+      const bool int8 = type == nl::QType::Q4_0 ||
+                        nl::engine::int8_beats_f32_when_requantizing(nl::engine::int8_kernels_for(engine->isa()));
       for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
         EXPECT_EQ(engine->cheaper_modes(engine->handle(l, Proj::Q)),
                   int8 ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{});
