@@ -36,7 +36,6 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <string_view>
 #include <thread>
 #include <vector>
 

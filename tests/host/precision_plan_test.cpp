@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -177,8 +178,11 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
 }
 
 // The CPUs where int8 beats f32 even on requantized weights (kernels_int8.h), decided here
-// from /proc/cpuinfo rather than CPUID: AVX-VNNI, or AMD family 25 (0x19) and later.
+// from /proc/cpuinfo rather than CPUID: AVX-VNNI (unless NL_INT8_VNNI=0 turns its kernel set
+// off), or AMD family 25 (0x19) and later.
 bool cpuinfo_says_int8_beats_f32_when_requantizing() {
+  const char* vnni_off = std::getenv("NL_INT8_VNNI");
+  const bool vnni_allowed = !(vnni_off && std::string(vnni_off) == "0");
   std::ifstream in("/proc/cpuinfo");
   std::string line, vendor, flags;
   int family = 0;
@@ -188,19 +192,22 @@ bool cpuinfo_says_int8_beats_f32_when_requantizing() {
     if (line.rfind("cpu family", 0) == 0) family = std::stoi(value);
     if (line.rfind("flags", 0) == 0) flags = value + " ";
   }
-  return flags.find(" avx_vnni ") != std::string::npos ||
+  return (vnni_allowed && flags.find(" avx_vnni ") != std::string::npos) ||
          (vendor.find("AuthenticAMD") != std::string::npos && family >= 0x19);
 }
 
 TEST(PrecisionCalibration, Int8BeatsF32WhenRequantizingOnlyOnMeasuredCpus) {
   EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(nl::engine::int8_kernels_scalar()));
   if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_avx2()) {
-    if (!std::ifstream("/proc/cpuinfo")) GTEST_SKIP() << "no /proc/cpuinfo to check the CPU against";
+    if (!std::ifstream("/proc/cpuinfo")) {
+      GTEST_SKIP() << "no /proc/cpuinfo to check the CPU against";
+    }
     EXPECT_EQ(nl::engine::int8_beats_f32_when_requantizing(*k), cpuinfo_says_int8_beats_f32_when_requantizing())
         << "int8 set " << k->isa;
   }
-  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_neon())
+  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_neon()) {
     EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(*k)) << "not measured on arm64";
+  }
 }
 
 // Which matrices have a mode cheaper than f32 on the cpu engine: Q4_0/Q8_0 ones (int8 uses
