@@ -3,8 +3,9 @@
 // their quantized rows as the model stores them. Both products dequantize a few rows at a
 // time into a per-thread "panel" (through the same dequantizer) and use it for a whole
 // block of tokens, so the work is a GEMM per task, not a GEMV per token:
-//  - forward: tasks are (8-row group x token block); each Y element is one dot product over
-//    the full row, computed by one task.
+//  - forward: tasks are (three 8-row groups x token block); each Y element is computed by
+//    one task, over the full row (the scalar set in one dot product; the SIMD sets that
+//    take column chunks, PanelKernels::forward_chunk_cols, chunk by chunk).
 //  - input grad: tasks are (column block x token block), column blocks aligned to the
 //    quantization block so a task dequantizes only its slice of each row; each task adds
 //    the row groups' contributions into its own slice of dX, rows in increasing order.
@@ -54,7 +55,14 @@ namespace {
 
 using engine::kTileRows;
 
+// Tokens per f32 input-gradient task.
 constexpr int64_t kTokensPerTask = 64;
+// Tokens per f32 forward task: each task dequantizes and transposes its panel once, so more
+// tokens per task do less of that. Measured on Zen 3 (2 threads, Q4_0/Q4_K, best of 4
+// interleaved runs): against 64, 128 made llama-3.2-1b and qwen2.5-1.5b products 0-23%
+// faster (median 12%) and qwen2.5-0.5b's within 4% either way; for the input gradient, 128
+// was 6-15% slower on qwen2.5-0.5b.
+constexpr int64_t kForwardTokensPerTask = 128;
 // Tokens per int8 task: each task packs its weight panels once (for Q4_0/Q8_0 a transpose of
 // the tiles, for the other types a dequantization and a requantization), so more tokens per
 // task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
@@ -62,13 +70,16 @@ constexpr int64_t kTokensPerTask = 64;
 // 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
 constexpr int64_t kInt8TokensPerTask = 256;
 constexpr int64_t kF32GradColsPerTask = 128;
-// Row groups per band of the f32 forward product (see run_f32). Before, the tasks of one row
-// group ran for every token block in turn, so all of X was read once per row group: with
-// 512 tokens of a down projection's 8960 columns (18 MB of f32 rows, more than this VM's
-// share of L3), forward fell to 43-54% of the f32 peak. Measured on Zen 5 (2 threads,
-// qwen2.5-1.5b and llama-3.2-1b up/down, Q4_0, 512 tokens; noisy): down 129-167 -> 96-117
-// ms, up 97-111 -> 87-98 ms; 32 groups were no better.
-constexpr int64_t kForwardBandGroups = 16;
+// Rows of W per f32 forward task: three row groups, the AVX2 kernel's 24 output columns.
+constexpr int64_t kForwardTaskRows = 3 * kTileRows;
+// Tasks (of kForwardTaskRows rows) per band of the f32 forward product (see run_f32).
+// Before bands, the tasks of one row group ran for every token block in turn, so all of X
+// was read once per row group: with 512 tokens of a down projection's 8960 columns (18 MB of
+// f32 rows, more than this VM's share of L3), forward fell to 43-54% of the f32 peak.
+// Measured on Zen 5 with 8-row tasks (2 threads, qwen2.5-1.5b and llama-3.2-1b up/down,
+// Q4_0, 512 tokens; noisy): bands of 16 groups made down 129-167 -> 96-117 ms, up 97-111 ->
+// 87-98 ms; 32 groups were no better.
+constexpr int64_t kForwardBandTasks = 5;
 // Column ranges per band of the f32 input gradient, for the same reason (dY's rows are read
 // once per band): measured as above, llama-3.2-1b gate/up at 512 tokens 88 -> 82-83 ms, the
 // others within 3%; 8 ranges were no better.
@@ -96,6 +107,14 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // int8 block.
 int64_t column_unit(const ResidentMatrix& m) {
   return std::max<int64_t>(32, m.tiled() ? engine::dequant_cols(m.type) : m.block_size);
+}
+
+// Columns per forward call of the f32 product: the kernel set's chunk rounded to the column
+// unit, or every column.
+int64_t forward_chunk_cols(const engine::PanelKernels& k, const ResidentMatrix& m) {
+  if (k.forward_chunk_cols <= 0) return m.cols;
+  const int64_t unit = column_unit(m);
+  return std::min(m.cols, std::max(unit, k.forward_chunk_cols / unit * unit));
 }
 
 // Column widths of the input-gradient tasks, in column units. Measured on the qwen2.5-0.5b
@@ -165,10 +184,11 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   std::vector<float> dx_block;
 
   // Grows the buffers to what the largest task on m needs, for both products, every mode:
-  // the forward tasks' one row group x every column, and the input-gradient tasks' panels
+  // the f32 forward tasks' three row groups x a column chunk, the int8 forward tasks' one
+  // row group x every column (types without int8 tiles), and the input-gradient tasks' panels
   // of their column block (every block has the task width but the last, narrower one).
-  void reserve_for(const ResidentMatrix& m) {
-    int64_t n_floats = kTileRows * m.cols, grad_blocks = 0;
+  void reserve_for(const engine::PanelKernels& k, const ResidentMatrix& m) {
+    int64_t n_floats = std::max(kTileRows * m.cols, kForwardTaskRows * forward_chunk_cols(k, m)), grad_blocks = 0;
     for (const Precision p : {Precision::F32, Precision::Int8}) {
       const int64_t cb = input_grad_cols_per_task(m, p);
       for (const int64_t w : {std::min(cb, m.cols), m.cols % cb}) {
@@ -198,13 +218,19 @@ void fill_panel(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t 
   for (int64_t i = 0; i < nr; ++i) dequantize_row(m.type, m.row(r0 + i) + slice_offset, panel + i * ld, c1 - c0);
 }
 
+// Rows [24u, 24u + 24) of Y for tokens [t0, t1): the panel holds the three row groups,
+// a chunk of columns at a time where the kernels take chunks (forward_chunk_cols).
 void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, WorkerScratch& ws, const float* X, float* Y,
-                  int64_t g, int64_t t0, int64_t t1) {
-  const int64_t rows = m.rows, cols = m.cols;
-  const int64_t r0 = g * kTileRows, nr = std::min(kTileRows, rows - r0);
+                  int64_t u, int64_t t0, int64_t t1) {
+  const int64_t rows = m.rows, cols = m.cols, chunk = forward_chunk_cols(k, m);
+  const int64_t r0 = u * kForwardTaskRows, nr = std::min(kForwardTaskRows, rows - r0);
   float* panel = ws.floats.data();
-  fill_panel(k, m, r0, nr, 0, cols, panel, cols);
-  k.forward(X + t0 * cols, cols, t1 - t0, panel, cols, nr, cols, Y + t0 * rows + r0, rows);
+  for (int64_t c0 = 0; c0 < cols; c0 += chunk) {
+    const int64_t c1 = std::min(cols, c0 + chunk), n = c1 - c0;
+    for (int64_t i = 0; i < nr; i += kTileRows)
+      fill_panel(k, m, r0 + i, std::min(kTileRows, nr - i), c0, c1, panel + i * n, n);
+    k.forward(X + t0 * cols + c0, cols, t1 - t0, panel, n, nr, n, Y + t0 * rows + r0, rows, c0 > 0);
+  }
 }
 
 // The panel holds several row groups of the task's columns (about 32 KiB), so the kernel
@@ -325,7 +351,7 @@ class CpuEngine final : public FrozenEngine {
     // Touched now (resize writes every element), so the first products do not fault pages in either.
     scratch_.resize(static_cast<size_t>(pool_.size()));
     for (WorkerScratch& ws : scratch_)
-      for (const ResidentMatrix& m : mats_) ws.reserve_for(m);
+      for (const ResidentMatrix& m : mats_) ws.reserve_for(kernels_, m);
     dispatcher_ = std::thread([this] { dispatch_loop(); });
   }
 
@@ -511,13 +537,13 @@ class CpuEngine final : public FrozenEngine {
   }
 
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
-    const int64_t n_tblocks = (T + kTokensPerTask - 1) / kTokensPerTask;
     if (kind == Job::Forward) {
-      const int64_t n_groups = (m.rows + kTileRows - 1) / kTileRows;
-      pool_.parallel_for(n_groups * n_tblocks, [&](int64_t i, int worker) {
-        const auto [g, tb] = banded_task(i, n_groups, n_tblocks, kForwardBandGroups);
-        forward_task(kernels_, m, scratch(worker), in, out, g, tb * kTokensPerTask,
-                     std::min(T, (tb + 1) * kTokensPerTask));
+      const int64_t n_tblocks = ceil_div(T, kForwardTokensPerTask);
+      const int64_t n_units = ceil_div(m.rows, kForwardTaskRows);
+      pool_.parallel_for(n_units * n_tblocks, [&](int64_t i, int worker) {
+        const auto [u, tb] = banded_task(i, n_units, n_tblocks, kForwardBandTasks);
+        forward_task(kernels_, m, scratch(worker), in, out, u, tb * kForwardTokensPerTask,
+                     std::min(T, (tb + 1) * kForwardTokensPerTask));
       });
     } else {
       const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kTokensPerTask), ntb = ceil_div(T, tpt);

@@ -15,9 +15,15 @@ namespace nl::engine {
 struct PanelKernels {
   const char* isa;
   DequantizeTilesFn dequantize_tiles;
-  // Y[t*ldy + i] = sum_k X[t*ldx + k] * P[i*ldp + k]   for t < nt, i < nr, k < n.
+  // Y[t*ldy + i] = sum_k X[t*ldx + k] * P[i*ldp + k]   for t < nt, i < nr, k < n,
+  // added to Y's values when `accumulate` (a later column chunk, see forward_chunk_cols).
   void (*forward)(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                  float* Y, int64_t ldy);
+                  float* Y, int64_t ldy, bool accumulate);
+  // Columns of W per forward call: the engine dequantizes a few row groups this many columns
+  // at a time and calls forward once per chunk (accumulating after the first), so the panel
+  // stays in L1. 0: whole rows in one call (the scalar set, whose dot products must keep the
+  // reference's summation order over every column).
+  int64_t forward_chunk_cols;
   // D[t*ldd + k] += sum_i G[t*ldg + i] * P[i*ldp + k]   rows i in increasing order.
   // The panel may hold many row groups (nr > 8): the SIMD kernels keep blocks of D in
   // registers over all nr rows.

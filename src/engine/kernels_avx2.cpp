@@ -2,15 +2,17 @@
 // (the pragma below), so the library still runs on any x86-64; dispatch.cpp only hands
 // them out when __builtin_cpu_supports says the CPU has all three.
 //
-// Register blocking: forward keeps 4 rows x 3 tokens of 8-lane partial dot products in
-// 12 registers (7 loads per 12 FMAs); input grad keeps 4 tokens x 24 columns of dX in
-// 12 registers while a tall panel (many row groups) streams through them (7 loads per 12
-// FMAs), so dX is loaded and stored once per panel, not once per 8 rows.
+// Register blocking: input grad keeps 4 tokens x 24 columns of dX in 12 registers while a
+// tall panel (many row groups) streams through them (7 loads per 12 FMAs), so dX is loaded
+// and stored once per panel, not once per 8 rows. Forward transposes its 24-row panel a
+// chunk of columns at a time and runs the same kernel (Y's 24 outputs per token in
+// registers).
 #include "kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "../quant/blocks.h"
@@ -157,9 +159,11 @@ void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
   });
 }
 
-// R rows x NT tokens of Y, each a dot product over n columns.
+// R rows x NT tokens of Y, each a dot product over n columns: the forward's rows past a
+// multiple of 8 (untiled types only).
 template <int R, int NT>
-inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t ldp, int64_t n, float* Y, int64_t ldy) {
+inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t ldp, int64_t n, float* Y, int64_t ldy,
+                          bool accumulate) {
   __m256 acc[NT][R];
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < R; ++r) acc[t][r] = _mm256_setzero_ps();
@@ -176,23 +180,23 @@ inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t l
     for (int r = 0; r < R; ++r) {
       float s = hsum(acc[t][r]);
       for (int64_t j = k; j < n; ++j) s += X[t * ldx + j] * P[r * ldp + j];
-      Y[t * ldy + r] = s;
+      Y[t * ldy + r] = accumulate ? Y[t * ldy + r] + s : s;
     }
 }
 
 template <int R>
 inline void forward_rows(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t n, float* Y,
-                         int64_t ldy) {
+                         int64_t ldy, bool accumulate) {
   int64_t t = 0;
-  for (; t + 3 <= nt; t += 3) forward_block<R, 3>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy);
-  for (; t < nt; ++t) forward_block<R, 1>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy);
+  for (; t + 3 <= nt; t += 3) forward_block<R, 3>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy, accumulate);
+  for (; t < nt; ++t) forward_block<R, 1>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy, accumulate);
 }
 
-void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                  float* Y, int64_t ldy) {
+void forward_dot(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                 float* Y, int64_t ldy, bool accumulate) {
   int64_t i = 0;
-  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy);
-  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy);
+  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
+  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
 }
 
 // NT tokens x (V vectors of 8 columns) of D, kept in registers while the nr panel rows
@@ -267,8 +271,12 @@ inline void input_grad_slab(const float* G, int64_t ldg, int64_t nt, const float
 
 void input_grad_avx2(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                      float* D, int64_t ldd) {
+  // A remainder of 8 columns (a task of 128) would run the 1-vector kernel (1 load and 4
+  // broadcasts per 4 FMAs): the last 32 columns go as two slabs of 16 instead.
+  const int64_t n24 = n % 24 == 8 && n >= 32 ? n - 32 : n / 24 * 24;
   int64_t k = 0;
-  for (; k + 24 <= n; k += 24) input_grad_slab<3>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
+  for (; k < n24; k += 24) input_grad_slab<3>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
+  for (; k + 16 <= n; k += 16) input_grad_slab<2>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
   for (; k + 8 <= n; k += 8) input_grad_slab<1>(G, ldg, nt, P + k, ldp, nr, D + k, ldd);
   for (; k < n; ++k)  // columns left over when n is not a multiple of 8 (f32/f16 weights)
     for (int64_t t = 0; t < nt; ++t) {
@@ -276,6 +284,70 @@ void input_grad_avx2(const float* G, int64_t ldg, int64_t nt, const float* P, in
       for (int64_t i = 0; i < nr; ++i) s += G[t * ldg + i] * P[i * ldp + k];
       D[t * ldd + k] = s;
     }
+}
+
+// The forward for a block of tokens, as an outer product: Y's rows i are the output
+// columns, so a panel of 24 rows transposed to PT[k][24] makes Y[t, i..i+24] += X[t, k] *
+// PT[k] the input gradient's kernel (3 loads and 4 broadcasts per 12 FMAs, no horizontal
+// sums, each output one FMA chain in column order). On Zen 3 (one thread, operands in L1)
+// it reaches 83-100 GFLOP/s of the 90 peak, the dot-product form above 60-83.
+constexpr int64_t kSlabRows = 24;
+// Columns transposed at a time: 24 KiB of PT, in L1 while the token blocks pass over it.
+constexpr int64_t kTransposeCols = 256;
+
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// PT[k*kSlabRows + i] = P[i*ldp + k] for i < nr (a multiple of 8, at most kSlabRows), k < n.
+void transpose_slab(const float* P, int64_t ldp, int64_t nr, int64_t n, float* PT) {
+  for (int64_t i0 = 0; i0 < nr; i0 += 8) {
+    const float* p = P + i0 * ldp;
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(p + j * ldp + k);
+      transpose8(r);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(PT + (k + j) * kSlabRows + i0, r[j]);
+    }
+    for (; k < n; ++k)
+      for (int j = 0; j < 8; ++j) PT[k * kSlabRows + i0 + j] = p[j * ldp + k];
+  }
+}
+
+void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
+                  float* Y, int64_t ldy, bool accumulate) {
+  // Used for any number of tokens, so that a row's result does not depend on how the
+  // tokens were split (the loss chunks of the output head): for a few tokens the transpose
+  // costs more than the products, but the training step's products have dozens or more.
+  alignas(32) float PT[kTransposeCols * kSlabRows];
+  const int64_t nr8 = nr / 8 * 8;  // rows past a multiple of 8 (untiled types only) take the dot form
+  for (int64_t i0 = 0; i0 < nr8; i0 += kSlabRows) {
+    const int64_t rb = std::min(kSlabRows, nr8 - i0);
+    if (!accumulate)
+      for (int64_t t = 0; t < nt; ++t) std::memset(Y + t * ldy + i0, 0, static_cast<size_t>(rb) * sizeof(float));
+    for (int64_t k0 = 0; k0 < n; k0 += kTransposeCols) {
+      const int64_t kn = std::min(kTransposeCols, n - k0);
+      transpose_slab(P + i0 * ldp + k0, ldp, rb, kn, PT);
+      switch (rb / 8) {
+        case 3: input_grad_slab<3>(X + k0, ldx, nt, PT, kSlabRows, kn, Y + i0, ldy); break;
+        case 2: input_grad_slab<2>(X + k0, ldx, nt, PT, kSlabRows, kn, Y + i0, ldy); break;
+        default: input_grad_slab<1>(X + k0, ldx, nt, PT, kSlabRows, kn, Y + i0, ldy); break;
+      }
+    }
+  }
+  if (nr8 < nr) forward_dot(X, ldx, nt, P + nr8 * ldp, ldp, nr - nr8, n, Y + nr8, ldy, accumulate);
 }
 
 }  // namespace
@@ -288,7 +360,7 @@ namespace nl::engine {
 const PanelKernels* avx2_kernels() {
   static const bool cpu_has_it =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  static const PanelKernels k{"avx2", dequantize_tiles_avx2, forward_avx2, input_grad_avx2};
+  static const PanelKernels k{"avx2", dequantize_tiles_avx2, forward_avx2, kTransposeCols, input_grad_avx2};
   return cpu_has_it ? &k : nullptr;
 }
 

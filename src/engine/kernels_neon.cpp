@@ -134,7 +134,8 @@ void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
 
 // R rows x NT tokens of Y, each a dot product over n columns.
 template <int R, int NT>
-inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t ldp, int64_t n, float* Y, int64_t ldy) {
+inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t ldp, int64_t n, float* Y, int64_t ldy,
+                          bool accumulate) {
   float32x4_t acc[NT][R];
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < R; ++r) acc[t][r] = vdupq_n_f32(0.0f);
@@ -151,23 +152,23 @@ inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t l
     for (int r = 0; r < R; ++r) {
       float s = vaddvq_f32(acc[t][r]);
       for (int64_t j = k; j < n; ++j) s += X[t * ldx + j] * P[r * ldp + j];
-      Y[t * ldy + r] = s;
+      Y[t * ldy + r] = accumulate ? Y[t * ldy + r] + s : s;
     }
 }
 
 template <int R>
 inline void forward_rows(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t n, float* Y,
-                         int64_t ldy) {
+                         int64_t ldy, bool accumulate) {
   int64_t t = 0;
-  for (; t + 4 <= nt; t += 4) forward_block<R, 4>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy);
-  for (; t < nt; ++t) forward_block<R, 1>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy);
+  for (; t + 4 <= nt; t += 4) forward_block<R, 4>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy, accumulate);
+  for (; t < nt; ++t) forward_block<R, 1>(X + t * ldx, ldx, P, ldp, n, Y + t * ldy, ldy, accumulate);
 }
 
 void forward_neon(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                  float* Y, int64_t ldy) {
+                  float* Y, int64_t ldy, bool accumulate) {
   int64_t i = 0;
-  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy);
-  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy);
+  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
+  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
 }
 
 // NT tokens x (V vectors of 4 columns) of D in registers over the nr panel rows.
@@ -214,7 +215,8 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nt, const float* P, in
 }  // namespace
 
 const PanelKernels* neon_kernels() {
-  static const PanelKernels k{"neon", dequantize_tiles_neon, forward_neon, input_grad_neon};
+  static const PanelKernels k{"neon", dequantize_tiles_neon, forward_neon, /*forward_chunk_cols=*/0,
+                                input_grad_neon};
   return &k;
 }
 

@@ -7,9 +7,12 @@ namespace nl::engine {
 namespace {
 
 void forward_scalar(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                    float* Y, int64_t ldy) {
+                    float* Y, int64_t ldy, bool accumulate) {
   for (int64_t i = 0; i < nr; ++i)
-    for (int64_t t = 0; t < nt; ++t) Y[t * ldy + i] = dot_f32(X + t * ldx, P + i * ldp, n);
+    for (int64_t t = 0; t < nt; ++t) {
+      const float s = dot_f32(X + t * ldx, P + i * ldp, n);
+      Y[t * ldy + i] = accumulate ? Y[t * ldy + i] + s : s;
+    }
 }
 
 void input_grad_scalar(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
@@ -26,7 +29,8 @@ void input_grad_scalar(const float* G, int64_t ldg, int64_t nt, const float* P, 
 }  // namespace
 
 const PanelKernels& scalar_kernels() {
-  static const PanelKernels k{"scalar", dequantize_tiles_scalar, forward_scalar, input_grad_scalar};
+  static const PanelKernels k{"scalar", dequantize_tiles_scalar, forward_scalar, /*forward_chunk_cols=*/0,
+                                input_grad_scalar};
   return k;
 }
 
