@@ -241,6 +241,39 @@ inline void input_grad_block<4, 3>(const float* G, int64_t ldg, const float* P, 
   _mm256_storeu_ps(d3, a30), _mm256_storeu_ps(d3 + 8, a31), _mm256_storeu_ps(d3 + 16, a32);
 }
 
+// The 16-column block (the slabs left of a 128-column task), written out for the same reason.
+template <>
+inline void input_grad_block<4, 2>(const float* G, int64_t ldg, const float* P, int64_t ldp, int64_t nr, float* D,
+                                   int64_t ldd) {
+  float* d0 = D;
+  float* d1 = D + ldd;
+  float* d2 = D + 2 * ldd;
+  float* d3 = D + 3 * ldd;
+  __m256 a00 = _mm256_loadu_ps(d0), a01 = _mm256_loadu_ps(d0 + 8);
+  __m256 a10 = _mm256_loadu_ps(d1), a11 = _mm256_loadu_ps(d1 + 8);
+  __m256 a20 = _mm256_loadu_ps(d2), a21 = _mm256_loadu_ps(d2 + 8);
+  __m256 a30 = _mm256_loadu_ps(d3), a31 = _mm256_loadu_ps(d3 + 8);
+  const float* g0 = G;
+  const float* g1 = G + ldg;
+  const float* g2 = G + 2 * ldg;
+  const float* g3 = G + 3 * ldg;
+  for (int64_t i = 0; i < nr; ++i, P += ldp) {
+    const __m256 w0 = _mm256_loadu_ps(P), w1 = _mm256_loadu_ps(P + 8);
+    __m256 b = _mm256_broadcast_ss(g0 + i);
+    a00 = _mm256_fmadd_ps(b, w0, a00), a01 = _mm256_fmadd_ps(b, w1, a01);
+    b = _mm256_broadcast_ss(g1 + i);
+    a10 = _mm256_fmadd_ps(b, w0, a10), a11 = _mm256_fmadd_ps(b, w1, a11);
+    b = _mm256_broadcast_ss(g2 + i);
+    a20 = _mm256_fmadd_ps(b, w0, a20), a21 = _mm256_fmadd_ps(b, w1, a21);
+    b = _mm256_broadcast_ss(g3 + i);
+    a30 = _mm256_fmadd_ps(b, w0, a30), a31 = _mm256_fmadd_ps(b, w1, a31);
+  }
+  _mm256_storeu_ps(d0, a00), _mm256_storeu_ps(d0 + 8, a01);
+  _mm256_storeu_ps(d1, a10), _mm256_storeu_ps(d1 + 8, a11);
+  _mm256_storeu_ps(d2, a20), _mm256_storeu_ps(d2 + 8, a21);
+  _mm256_storeu_ps(d3, a30), _mm256_storeu_ps(d3 + 8, a31);
+}
+
 template <int NT, int V>
 inline void input_grad_block(const float* G, int64_t ldg, const float* P, int64_t ldp, int64_t nr, float* D,
                              int64_t ldd) {
