@@ -199,6 +199,36 @@ TEST(Engine, ResultsDoNotDependOnThreadCount) {
   EXPECT_EQ(d1, d4);
 }
 
+// A token's outputs are the same bits whether it is computed with 150 others or in small
+// groups (the training step splits the output head's rows into loss chunks, and a step must
+// not depend on the chunk size): every ISA, every mode, shapes with several column chunks
+// and a row count that is not a multiple of the 24-row forward tasks.
+TEST(Engine, ResultsDoNotDependOnHowTokensAreSplit) {
+  for (const QType type : {QType::Q4_0, QType::F32}) {
+    MatrixModel mm(type, {{70, 544}}, 4);
+    const int64_t rows = 70, cols = 544, T = 150;
+    const std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 8);
+    const std::vector<float> dY = random_vec(static_cast<size_t>(T * rows), 9);
+    for (const std::string& isa : available_isas())
+      for (const nl::Precision p : {nl::Precision::F32, nl::Precision::F16, nl::Precision::Int8}) {
+        SCOPED_TRACE(std::string(nl::qtype_name(type)) + " isa " + isa + " precision " + nl::precision_name(p));
+        auto e = engine_for(mm.model, 2, isa);
+        const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
+        std::vector<float> y_all(static_cast<size_t>(T * rows)), y_split(y_all.size());
+        std::vector<float> d_all(static_cast<size_t>(T * cols)), d_split(d_all.size());
+        e->forward(h, X.data(), T, y_all.data(), p);
+        e->input_grad(h, dY.data(), T, d_all.data(), p);
+        for (int64_t t0 = 0, n = 1; t0 < T; t0 += n, n = n % 7 + 1) {  // groups of 1, 2, ..., 7 tokens
+          const int64_t nt = std::min(n, T - t0);
+          e->forward(h, X.data() + t0 * cols, nt, y_split.data() + t0 * rows, p);
+          e->input_grad(h, dY.data() + t0 * rows, nt, d_split.data() + t0 * cols, p);
+        }
+        EXPECT_EQ(y_split, y_all);
+        EXPECT_EQ(d_split, d_all);
+      }
+  }
+}
+
 TEST(Engine, AsynchronousSubmissionsAllComplete) {
   MatrixModel mm(QType::Q8_0, {{48, 64}, {64, 96}}, 9);
   auto e = nl::make_engine(mm.model, {"cpu", 2});
