@@ -1,7 +1,8 @@
 // The frozen engine's cpu backend (F32, F16, Q8_0, Q4_0, Q4_K, Q6_K) against a naive
 // dense reference (a test-only fully dequantized copy of W, products in double), the
-// scalar reference functions, thread count independence, asynchronous submission, and its memory rules: resident weight
-// bytes equal the quantized size, and no allocation the size of a dequantized matrix.
+// scalar reference functions, independence of the thread count and of how tokens are split,
+// asynchronous submission, and its memory rules: resident weight bytes equal the quantized
+// size, and no allocation the size of a dequantized matrix.
 #include <atomic>
 #include <cmath>
 #include <cstdio>
