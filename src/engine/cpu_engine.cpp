@@ -55,14 +55,12 @@ namespace {
 
 using engine::kTileRows;
 
-// Tokens per f32 input-gradient task.
-constexpr int64_t kTokensPerTask = 64;
-// Tokens per f32 forward task: each task dequantizes and transposes its panel once, so more
-// tokens per task do less of that. Measured on Zen 3 (2 threads, Q4_0/Q4_K, best of 4
-// interleaved runs): against 64, 128 made llama-3.2-1b and qwen2.5-1.5b products 0-23%
-// faster (median 12%) and qwen2.5-0.5b's within 4% either way; for the input gradient, 128
-// was 6-15% slower on qwen2.5-0.5b.
-constexpr int64_t kForwardTokensPerTask = 128;
+// Tokens per f32 task: each task dequantizes its panels once, so more tokens per task do
+// less of that. Measured on Zen 3 (2 threads, Q4_0/Q4_K/Q8_0, 128 and 512 tokens) against
+// 64: the forward (best of 4 interleaved runs) 0-23% faster on llama-3.2-1b and
+// qwen2.5-1.5b (median 12%), qwen2.5-0.5b within 4% either way; the input gradient (its time
+// over the forward's, medians of 3 runs) a median 3-5% faster on the three models' shapes.
+constexpr int64_t kTokensPerTask = 128;
 // Tokens per int8 task: each task packs its weight panels once (for Q4_0/Q8_0 a transpose of
 // the tiles, for the other types a dequantization and a requantization), so more tokens per
 // task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
@@ -119,7 +117,7 @@ int64_t forward_chunk_cols(const engine::PanelKernels& k, const ResidentMatrix& 
 
 // Column widths of the input-gradient tasks, in column units. Measured on the qwen2.5-0.5b
 // shapes (Zen 1, 2 threads, 256 tokens): the f32 kernel is 5-10% faster with 128 columns
-// than with 256 (its dX slice of a 64-token task then fits the L1 cache; the same for the
+// than with 256 (with 64-token tasks, whose dX slice then fit the L1 cache; the same for the
 // K-quants, whose super-blocks dequantize by halves) and 10% slower with 512; the int8
 // kernel is 10% slower with 128 than with 256 or 512.
 int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
@@ -538,12 +536,12 @@ class CpuEngine final : public FrozenEngine {
 
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
     if (kind == Job::Forward) {
-      const int64_t n_tblocks = ceil_div(T, kForwardTokensPerTask);
+      const int64_t n_tblocks = ceil_div(T, kTokensPerTask);
       const int64_t n_units = ceil_div(m.rows, kForwardTaskRows);
       pool_.parallel_for(n_units * n_tblocks, [&](int64_t i, int worker) {
         const auto [u, tb] = banded_task(i, n_units, n_tblocks, kForwardBandTasks);
-        forward_task(kernels_, m, scratch(worker), in, out, u, tb * kForwardTokensPerTask,
-                     std::min(T, (tb + 1) * kForwardTokensPerTask));
+        forward_task(kernels_, m, scratch(worker), in, out, u, tb * kTokensPerTask,
+                     std::min(T, (tb + 1) * kTokensPerTask));
       });
     } else {
       const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kTokensPerTask), ntb = ceil_div(T, tpt);
