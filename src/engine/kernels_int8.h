@@ -21,6 +21,8 @@
 //               then qv[r] = round(y[r] * rho[r])  (|y rho| <= 127), e = ey * m and
 //               dX[t,c] = sum over R, in increasing order: acc = fma(float(isum), e, acc)
 //               isum    = sum_{r in R} qv[r] * qw[r,c]
+//               The product y rho is rounded once, exactly (round_product_to_int8): the
+//               fused multiply-add y * rho + 1.5 * 2^23 leaves the integer in its low bits.
 //               The weights enter exactly as in the forward product (dw and qw as stored).
 //               The bound e >= max|dY dw| / 127 costs precision only when |dY| and |dw|
 //               peak on different rows of a block. Per 32x32 weight tile and token the
@@ -40,11 +42,17 @@
 //   GradPanel:    32 rows (one row block) x the task's column blocks, transposed: per block
 //                 4 groups of 8 columns, each 8 chunks (4 consecutive rows) of 8 columns x
 //                 4 bytes; per block the scale bound m and the 32 ratios rho.
-// Q4_0 weights stay unsigned nibbles u in [0, 15] (value u - 8) in the panels: AVX2's
+// Q4_0 weights in forward panels stay unsigned nibbles u in [0, 15] (value u - 8): AVX2's
 // vpmaddubsw multiplies unsigned by signed bytes, and sum (u - 8) q = sum u q - 8 sum q, so
 // the offset costs one subtraction per block (sum q comes with the quantized activations).
+// Input-gradient panels hold the values u - 8 as signed bytes: there the activations are
+// requantized per block, and AVX2 takes them unsigned (q + 128, which |u - 8| <= 8 keeps
+// within vpmaddubsw's int16 pairs) against a per-column sum of the weights, computed once
+// per panel, instead of summing every token's quants.
 #pragma once
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,7 +84,7 @@ struct ForwardPanel {
 };
 
 struct GradPanel {
-  Int8Kind kind = Int8Kind::Signed;
+  Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
   int64_t blocks = 0;
   std::vector<uint8_t> q;    // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
   std::vector<float> rho;    // blocks x 32 rows: dw[r,b] / m[b] (padded rows: 0)
@@ -163,6 +171,18 @@ const Int8Kernels& int8_kernels_for(const std::string& isa);
 // pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves). Elsewhere not
 // measured, so no (scalar, NEON, Intel without AVX-VNNI).
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
+
+// round(y * rho), half to even, of the exact product (one rounding), as the input gradient
+// requantizes dY: the fused multiply-add y * rho + 1.5 * 2^23 is an integer in [2^23, 2^24)
+// for |y rho| <= 2^22, and its low byte is round(y * rho) as int8 (the SIMD sets take that
+// byte from the bits). A NaN gives the low byte of its bits (0 for the default NaN).
+inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23
+inline int8_t round_product_to_int8(float y, float rho) {
+  const float r = std::fma(y, rho, kRoundMagic);
+  uint32_t bits;
+  std::memcpy(&bits, &r, sizeof bits);
+  return static_cast<int8_t>(static_cast<uint8_t>(bits & 0xFF));
+}
 
 // The scalar quantizer of one block of 32 values (the definition; every ISA matches it).
 void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);

@@ -3,8 +3,9 @@
 //    2018): one instruction multiplies a 4-byte chunk of the activations, selected by lane,
 //    with 4 bytes of 4 panel lanes and adds into 4 int32;
 //  - without it, vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate).
-// Both read the same panels; Q4_0 nibbles (0..15) are valid signed bytes, so the nibble
-// offset is the same "- 8 * sum q" as on AVX2. As on AVX2, the products go 4 tokens at a
+// Both read the same panels. In forward panels Q4_0 nibbles (0..15) are valid signed bytes,
+// so the nibble offset is the same "- 8 * sum q" as on AVX2; input-gradient panels hold the
+// values u - 8 (signed), which need no offset. As on AVX2, the products go 4 tokens at a
 // time, so each weight chunk is loaded once per 4 tokens. The tile packers move 4-byte chunks (forward)
 // or interleave four rows' bytes with vst4 (input grad); the float packers quantize with
 // quantize_row_neon.
@@ -180,30 +181,27 @@ void grad_row_scales_neon(const float* g, int64_t n, float* ey, float* inv) {
   if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
 }
 
-// q[r] = round(y[r] * rho[r]) (half to even) for a row block's 32 values; returns their sum.
-inline int32_t round_rows_neon(const float* y, const float* rho, int8_t* q) {
-  int32x4_t s = vdupq_n_s32(0);
-  int16x8_t h[4];
+// q[r] = round_product_to_int8(y[r], rho[r]) for a row block's 32 values: the fused
+// multiply-add with the magic constant, whose low byte is the quant.
+inline void round_rows_neon(const float* y, const float* rho, int8_t* q) {
+  const float32x4_t magic = vdupq_n_f32(kRoundMagic);
+  uint16x8_t h[4];
   for (int i = 0; i < 4; ++i) {
-    const int32x4_t a = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(y + 8 * i), vld1q_f32(rho + 8 * i)));
-    const int32x4_t b = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(y + 8 * i + 4), vld1q_f32(rho + 8 * i + 4)));
-    s = vaddq_s32(s, vaddq_s32(a, b));
-    h[i] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+    const uint32x4_t a = vreinterpretq_u32_f32(vfmaq_f32(magic, vld1q_f32(y + 8 * i), vld1q_f32(rho + 8 * i)));
+    const uint32x4_t b = vreinterpretq_u32_f32(vfmaq_f32(magic, vld1q_f32(y + 8 * i + 4), vld1q_f32(rho + 8 * i + 4)));
+    h[i] = vcombine_u16(vmovn_u32(a), vmovn_u32(b));
   }
-  vst1q_s8(q, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
-  vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
-  return vaddvq_s32(s);
+  vst1q_s8(q, vreinterpretq_s8_u8(vcombine_u8(vmovn_u16(h[0]), vmovn_u16(h[1]))));
+  vst1q_s8(q + 16, vreinterpretq_s8_u8(vcombine_u8(vmovn_u16(h[2]), vmovn_u16(h[3]))));
 }
 
 template <bool Dot>
 void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
                      int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
-  const bool nibble = p.kind == Int8Kind::Nibble;
   token_blocks(nt, [&]<int NT>(int64_t t0) {
     float y[NT][kGradRowBlock];  // dY * (1/ey), zeros past nrows
     int8_t qv[NT][kGradRowBlock];
     float e[NT];
-    int32_t s[NT];
     for (int t = 0; t < NT; ++t) {
       const float* g = G + (t0 + t) * ldg;
       const float iv = inv[(t0 + t) * lds];
@@ -211,7 +209,7 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, const float* ey
     }
     for (int64_t b = 0; b < p.blocks; ++b) {
       for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
-        s[t] = round_rows_neon(y[t], p.rho.data() + b * kGradRowBlock, qv[t]);
+        round_rows_neon(y[t], p.rho.data() + b * kGradRowBlock, qv[t]);
         e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
       }
       for (int64_t cg = 0; cg < 4; ++cg) {
@@ -220,11 +218,7 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, const float* ey
         int32x4_t lo[NT], hi[NT];
         dot_tokens<Dot, NT>(p.q.data() + b * 1024 + cg * 256, qv[0], kGradRowBlock, lo, hi);
         const int64_t nc = n - c0 < 8 ? n - c0 : 8;
-        for (int t = 0; t < NT; ++t) {
-          if (nibble) {
-            lo[t] = vsubq_s32(lo[t], vdupq_n_s32(8 * s[t]));
-            hi[t] = vsubq_s32(hi[t], vdupq_n_s32(8 * s[t]));
-          }
+        for (int t = 0; t < NT; ++t) {  // (the panel holds signed weight values, Q4_0's too)
           float* out = D + (t0 + t) * ldd + c0;
           float tmp[8] = {};
           std::memcpy(tmp, out, static_cast<size_t>(nc) * sizeof(float));
@@ -312,6 +306,10 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
         const uint8_t* tile = m.tile(g, b);
         scales[4 * k + s] = tile_scale_neon(tile, i);
         tile_row_bytes(m, tile, m.group_rows(g), i, lo[s], hi[s]);
+        if (p.kind == Int8Kind::Nibble) {  // the values u - 8, as signed bytes
+          lo[s] = vsubq_u8(lo[s], vdupq_n_u8(8));
+          hi[s] = vsubq_u8(hi[s], vdupq_n_u8(8));
+        }
       }
       // Column group cg (8 columns): the four rows' bytes interleaved per column.
       for (int cg = 0; cg < 4; ++cg) {

@@ -79,8 +79,9 @@ void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* tile = valid ? m.tile(g, b) : nullptr;
       p.rho[static_cast<size_t>((b - b0) * 32 + r)] = valid ? tile_scale(tile, i) : 0.0f;
-      for (int64_t j = 0; j < kQ8Block; ++j)
-        p.q[grad_index(b - b0, r, j)] = valid ? tile_byte(m, tile, m.group_rows(g), i, j) : 0;
+      for (int64_t j = 0; j < kQ8Block; ++j)  // the weight values as signed bytes (kernels_int8.h)
+        p.q[grad_index(b - b0, r, j)] =
+            valid ? static_cast<uint8_t>(weight_value(p.kind, tile_byte(m, tile, m.group_rows(g), i, j))) : 0;
     }
   }
   normalize_grad_scales(p);
@@ -114,11 +115,11 @@ void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, const float* 
   for (int64_t t = 0; t < nt; ++t) {
     for (int64_t r = 0; r < kGradRowBlock; ++r) y[r] = r < nrows ? G[t * ldg + r] * inv[t * lds] : 0.0f;
     for (int64_t b = 0; b < p.blocks; ++b) {
-      for (int64_t r = 0; r < kGradRowBlock; ++r) qv[r] = round_to_int8(y[r] * p.rho[static_cast<size_t>(b * 32 + r)]);
+      for (int64_t r = 0; r < kGradRowBlock; ++r) qv[r] = round_product_to_int8(y[r], p.rho[static_cast<size_t>(b * 32 + r)]);
       const float e = ey[t * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
-        for (int64_t r = 0; r < kGradRowBlock; ++r) isum += weight_value(p.kind, p.q[grad_index(b, r, j)]) * qv[r];
+        for (int64_t r = 0; r < kGradRowBlock; ++r) isum += static_cast<int8_t>(p.q[grad_index(b, r, j)]) * qv[r];
         float& out = D[t * ldd + b * kQ8Block + j];
         out = std::fma(static_cast<float>(isum), e, out);
       }

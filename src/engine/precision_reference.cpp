@@ -90,11 +90,8 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
         float m = 0.0f;
         for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.scale(r0 + i, b)));
         int qv[kGradRowBlock] = {};
-        for (int64_t i = 0; i < nrows; ++i) {
-          const float rho = m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f;
-          const float r = std::nearbyint(y[i] * rho);
-          qv[i] = r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128;
-        }
+        for (int64_t i = 0; i < nrows; ++i)
+          qv[i] = round_product_to_int8(y[i], m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f);
         const float e = ey * m;
         for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block && c < cols; ++c) {
           int32_t isum = 0;

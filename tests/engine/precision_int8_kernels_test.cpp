@@ -98,6 +98,30 @@ TEST(Int8Kernels, QuantizerMatchesTheScalarDefinition) {
   }
 }
 
+// The input gradient requantizes y * rho with one rounding of the exact product (half to
+// even), not a rounding of the f32 product: ties, and products whose f32 rounding lands on a
+// tie the exact value is not on, follow the exact value (a float product is exact in double).
+TEST(Int8Kernels, InputGradRequantizationRoundsTheExactProduct) {
+  using nl::engine::round_product_to_int8;
+  EXPECT_EQ(round_product_to_int8(2.5f, 1.0f), 2);
+  EXPECT_EQ(round_product_to_int8(3.5f, 1.0f), 4);
+  EXPECT_EQ(round_product_to_int8(-2.5f, 1.0f), -2);
+  EXPECT_EQ(round_product_to_int8(127.0f, 1.0f), 127);
+  EXPECT_EQ(round_product_to_int8(-127.0f, 1.0f), -127);
+  EXPECT_EQ(round_product_to_int8(0.0f, -0.75f), 0);
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> ys(-127.0f, 127.0f), rhos(-1.0f, 1.0f);
+  int64_t double_rounding_cases = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const float y = ys(rng), rho = rhos(rng);
+    const double exact = static_cast<double>(y) * static_cast<double>(rho);
+    const int want = static_cast<int>(std::nearbyint(exact));
+    ASSERT_EQ(round_product_to_int8(y, rho), want) << y << " x " << rho;
+    if (static_cast<int>(std::nearbyint(y * rho)) != want) ++double_rounding_cases;
+  }
+  EXPECT_GT(double_rounding_cases, 0) << "no case where rounding the f32 product differs: the test shows nothing";
+}
+
 struct Shape {
   QType type;
   int64_t rows, cols;
