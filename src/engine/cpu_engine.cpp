@@ -166,8 +166,10 @@ BandedTask banded_task(int64_t i, int64_t n_units, int64_t n_tblocks, int64_t ba
 }
 
 // Rows of the f32 input-gradient panel of a task n columns wide: several row groups, about
-// 32 KiB (see input_grad_task).
-int64_t grad_panel_rows(int64_t n) { return std::clamp<int64_t>(8192 / n / kTileRows, 1, 16) * kTileRows; }
+// PanelKernels::grad_panel_floats (see input_grad_task).
+int64_t grad_panel_rows(const engine::PanelKernels& k, int64_t n) {
+  return std::clamp<int64_t>(k.grad_panel_floats / n / kTileRows, 1, 16) * kTileRows;
+}
 
 // One pool thread's scratch: dequantized rows (f32 and f16 modes, and int8 for the types
 // without int8 tiles) and the two int8 panels. Sized once (WorkerScratch::reserve_for), so
@@ -191,7 +193,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
       const int64_t cb = input_grad_cols_per_task(m, p);
       for (const int64_t w : {std::min(cb, m.cols), m.cols % cb}) {
         if (w == 0) continue;
-        n_floats = std::max({n_floats, grad_panel_rows(w) * w, engine::kGradRowBlock * w});
+        n_floats = std::max({n_floats, grad_panel_rows(k, w) * w, engine::kGradRowBlock * w});
         grad_blocks = std::max(grad_blocks, ceil_div(w, engine::kQ8Block));
       }
     }
@@ -231,14 +233,14 @@ void forward_task(const engine::PanelKernels& k, const ResidentMatrix& m, Worker
   }
 }
 
-// The panel holds several row groups of the task's columns (about 32 KiB), so the kernel
+// The panel holds several row groups of the task's columns (grad_panel_rows), so the kernel
 // keeps a block of dX in registers over all of them: with one 8-row group per call, dX was
 // loaded and stored once per 8 rows, a large part of why the input gradient took ~2.7x
 // the forward product's time.
 void input_grad_task(const engine::PanelKernels& k, const ResidentMatrix& m, WorkerScratch& ws, const float* dY,
                      float* dX, int64_t c0, int64_t c1, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0;
-  const int64_t kGradPanelRows = grad_panel_rows(n);
+  const int64_t kGradPanelRows = grad_panel_rows(k, n);
   float* panel = ws.floats.data();
   for (int64_t t = t0; t < t1; ++t) std::memset(dX + t * cols + c0, 0, static_cast<size_t>(n) * sizeof(float));
   for (int64_t r0 = 0; r0 < rows; r0 += kGradPanelRows) {

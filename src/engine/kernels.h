@@ -29,6 +29,11 @@ struct PanelKernels {
   // registers over all nr rows.
   void (*input_grad)(const float* G, int64_t ldg, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                      float* D, int64_t ldd);
+  // Floats of W (rows x the task's columns) in the panel the engine dequantizes per
+  // input_grad call. A kernel reading the panel in place wants it in L1 (8192: 32 KiB); the
+  // AVX2 one copies each column slab to a contiguous buffer, so its panels can be taller
+  // (16384): D passes through the registers half as often.
+  int64_t grad_panel_floats;
 };
 
 const PanelKernels& scalar_kernels();

@@ -26,7 +26,7 @@
 //               The weights enter exactly as in the forward product (dw and qw as stored).
 //               The bound e >= max|dY dw| / 127 costs precision only when |dY| and |dw|
 //               peak on different rows of a block. Per 32x32 weight tile and token the
-//               requantization is one multiply and one rounding per row.
+//               requantization is one fused multiply-add per row.
 // The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
 // to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
 // multiple of 32, f32/f16 weights only) are padded with zeros.

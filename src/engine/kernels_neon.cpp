@@ -11,6 +11,7 @@
 #if defined(__aarch64__)
 #include <arm_neon.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "../quant/blocks.h"
@@ -207,7 +208,7 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nt, const float* P, in
   for (; k < n; ++k)  // columns left over when n is not a multiple of 4
     for (int64_t t = 0; t < nt; ++t) {
       float s = D[t * ldd + k];
-      for (int64_t i = 0; i < nr; ++i) s += G[t * ldg + i] * P[i * ldp + k];
+      for (int64_t i = 0; i < nr; ++i) s = std::fma(G[t * ldg + i], P[i * ldp + k], s);  // (as the slabs)
       D[t * ldd + k] = s;
     }
 }
@@ -216,7 +217,7 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nt, const float* P, in
 
 const PanelKernels* neon_kernels() {
   static const PanelKernels k{"neon", dequantize_tiles_neon, forward_neon, /*forward_chunk_cols=*/0,
-                                input_grad_neon};
+                                input_grad_neon, /*grad_panel_floats=*/8192};
   return &k;
 }
 

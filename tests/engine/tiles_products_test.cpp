@@ -128,6 +128,42 @@ TEST_P(TiledProducts, EveryInstructionSetMatchesTheScalarReference) {
   }
 }
 
+// The SIMD input-gradient kernels on their own, for any panel height (the AVX2 one copies
+// each column slab in pieces of at most 256 rows) and width (24-, 16- and 8-column slabs and
+// a ragged tail): each output is D plus the chain of fused multiply-adds over the rows in
+// increasing order, bit for bit.
+TEST(PanelKernels, InputGradIsTheRowOrderedChainForAnyPanel) {
+  std::vector<const nl::engine::PanelKernels*> sets;
+  if (nl::engine::avx2_kernels()) sets.push_back(nl::engine::avx2_kernels());
+  if (nl::engine::neon_kernels()) sets.push_back(nl::engine::neon_kernels());
+  if (sets.empty()) GTEST_SKIP() << "no SIMD kernel set on this machine";
+  for (const int64_t nr : {1, 8, 130, 257, 600})
+    for (const int64_t n : {8, 24, 40, 128, 131})
+      for (const int64_t nt : {1, 6}) {
+        SCOPED_TRACE("rows " + std::to_string(nr) + " cols " + std::to_string(n) + " tokens " + std::to_string(nt));
+        const int64_t ldp = n + 3, ldg = nr + 5, ldd = n + 7;
+        const auto P = random_vec(static_cast<size_t>(nr * ldp), 21);
+        const auto G = random_vec(static_cast<size_t>(nt * ldg), 22);
+        const auto D0 = random_vec(static_cast<size_t>(nt * ldd), 23);
+        std::vector<float> want = D0;
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t k = 0; k < n; ++k) {
+            float acc = want[static_cast<size_t>(t * ldd + k)];
+            for (int64_t i = 0; i < nr; ++i)
+              acc = std::fma(G[static_cast<size_t>(t * ldg + i)], P[static_cast<size_t>(i * ldp + k)], acc);
+            want[static_cast<size_t>(t * ldd + k)] = acc;
+          }
+        for (const nl::engine::PanelKernels* k : sets) {
+          std::vector<float> got = D0;
+          k->input_grad(G.data(), ldg, nt, P.data(), ldp, nr, n, got.data(), ldd);
+          for (int64_t t = 0; t < nt; ++t)
+            for (int64_t c = 0; c < n; ++c)
+              ASSERT_EQ(got[static_cast<size_t>(t * ldd + c)], want[static_cast<size_t>(t * ldd + c)])
+                  << k->isa << " token " << t << " column " << c;
+        }
+      }
+}
+
 // Resident bytes: the tiles take exactly the quantized bytes (the issue allows +5%).
 TEST_P(TiledProducts, ResidentWeightsAreTheQuantizedBytes) {
   const QType type = GetParam();
