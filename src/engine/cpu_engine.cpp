@@ -259,20 +259,19 @@ struct Int8Rows {
   std::vector<int32_t> sum;
 };
 
-// dY of an int8 input gradient, prepared once for every task: its scales per (token, 32-row
-// block) (kernels_int8.h grad_row_scales: ey and its inverse, tokens x blocks each) and a
-// copy of its rows by row block (block rb of token t: 32 floats at (rb * tokens + t) * 32),
-// so a task reads each row block's dY as one contiguous run. Read in place, the 32-float
-// pieces sit a row of dY apart (8 KiB for 2048 rows: the same few cache sets for every
-// token); measured on Zen 3 (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes, with
-// the per-task output block below), the input-gradient kernel ran 7-25% faster.
+// dY of an int8 input gradient, prepared once for every task (kernels_int8.h grad_rows):
+// its scales per (token, 32-row block) (tokens x blocks) and its values as int16 by row
+// block (block rb of token t: 32 values at (rb * tokens + t) * 32, zeros past the last
+// row), so a task reads each row block's dY as one contiguous run. Read in place, the
+// pieces would sit a row of dY apart (8 KiB for 2048 rows: the same few cache sets for
+// every token); measured on Zen 3 (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes,
+// with the per-task output block below), the input-gradient kernel ran 7-25% faster so.
 struct Int8GradRows {
   int64_t blocks = 0, tokens = 0;
   std::vector<float> ey;
-  std::vector<float> inv;
-  std::vector<float> by_block;
-  float* block(int64_t rb, int64_t t) { return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock; }
-  const float* block(int64_t rb, int64_t t) const {
+  std::vector<int16_t> by_block;
+  int16_t* block(int64_t rb, int64_t t) { return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock; }
+  const int16_t* block(int64_t rb, int64_t t) const {
     return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock;
   }
 };
@@ -325,9 +324,8 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
         fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
       k8.pack_grad_floats(floats, n, nrows, n, panel);
     }
-    const int64_t s0 = t0 * g.blocks + rb;
-    k8.input_grad(g.block(rb, t0), engine::kGradRowBlock, nrows, g.ey.data() + s0, g.inv.data() + s0, g.blocks, nt,
-                  panel, n, D, n);
+    k8.input_grad(g.block(rb, t0), engine::kGradRowBlock, g.ey.data() + t0 * g.blocks + rb, g.blocks, nt, panel, n, D,
+                  n);
   }
   for (int64_t t = 0; t < nt; ++t)
     std::memcpy(dX + (t0 + t) * cols + c0, D + t * n, static_cast<size_t>(n) * sizeof(float));
@@ -573,7 +571,6 @@ class CpuEngine final : public FrozenEngine {
   void grow_int8_grad_rows(int64_t T, int64_t blocks) {
     if (static_cast<int64_t>(g8_.ey.size()) >= T * blocks) return;
     g8_.ey.resize(static_cast<size_t>(T * blocks));
-    g8_.inv.resize(static_cast<size_t>(T * blocks));
     g8_.by_block.resize(static_cast<size_t>(T * blocks * engine::kGradRowBlock));
   }
 
@@ -628,12 +625,8 @@ class CpuEngine final : public FrozenEngine {
       grow_int8_grad_rows(T, blocks);
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) {
-          const float* g = job.in + t * rows;
-          int8_.grad_row_scales(g, rows, g8_.ey.data() + t * blocks, g8_.inv.data() + t * blocks);
-          for (int64_t rb = 0; rb < blocks; ++rb)  // (the last block's tail past `rows` is never read)
-            std::memcpy(g8_.block(rb, t), g + rb * engine::kGradRowBlock,
-                        static_cast<size_t>(std::min(engine::kGradRowBlock, rows - rb * engine::kGradRowBlock)) *
-                            sizeof(float));
+          int8_.grad_rows(job.in + t * rows, rows, g8_.ey.data() + t * blocks, g8_.block(0, t),
+                          T * engine::kGradRowBlock);
         }
       });
       const int64_t tpt = grad_tokens_per_task(T, pool_.size(), kInt8TokensPerTask), ntb = ceil_div(T, tpt);

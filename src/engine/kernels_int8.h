@@ -14,19 +14,22 @@
 //   input grad  dX = dY·W reduces over rows, along which W's scale dw[r,b] varies: it is
 //               folded into dY first, under a scale bound computed from the two factors
 //               separately (so dY is scaled once per row block, not once per column block).
-//               For token t and row block R (32 rows):
+//               For token t and row block R (32 rows), once per product (grad_rows):
 //                 ey = max_{r in R} |dY[t,r]| / 127, y[r] = dY[t,r] * (1/ey)   (0 if ey = 0)
+//                 y16[r] = round(256 y[r])  (int16, |y16| <= 32512; grad_y16)
 //               for column block b and R (computed once, when the panel is packed):
 //                 m = max_{r in R} |dw[r,b]|, rho[r] = dw[r,b] / m   (0 if m = 0)
-//               then qv[r] = round(y[r] * rho[r])  (|y rho| <= 127), e = ey * m and
+//                 rho16[r] = round(16384 rho[r])   (int16, |rho16| <= 16384)
+//               then qv[r] = round(y[r] * rho[r]) in fixed point (requantize_grad_value:
+//               two rounding multiplies, AVX2's vpmulhrsw, NEON's vqrdmulh), e = ey * m and
 //               dX[t,c] = sum over R, in increasing order: acc = fma(float(isum), e, acc)
 //               isum    = sum_{r in R} qv[r] * qw[r,c]
-//               The product y rho is rounded once, exactly (round_product_to_int8): the
-//               fused multiply-add y * rho + 1.5 * 2^23 leaves the integer in its low bits.
 //               The weights enter exactly as in the forward product (dw and qw as stored).
 //               The bound e >= max|dY dw| / 127 costs precision only when |dY| and |dw|
-//               peak on different rows of a block. Per 32x32 weight tile and token the
-//               requantization is one fused multiply-add per row.
+//               peak on different rows of a block. qv is round(y rho) but within about
+//               1/100 of a tie (where the fixed-point steps may round the other way).
+//               Per 32x32 weight tile and token the requantization is two 16-bit
+//               multiplies per row.
 // The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
 // to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
 // multiple of 32, f32/f16 weights only) are padded with zeros.
@@ -50,9 +53,9 @@
 // within vpmaddubsw's int16 pairs) against a per-column sum of the weights, computed once
 // per panel, instead of summing every token's quants.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -88,11 +91,13 @@ struct GradPanel {
   int64_t blocks = 0;
   std::vector<uint8_t> q;    // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
   std::vector<float> rho;    // blocks x 32 rows: dw[r,b] / m[b] (padded rows: 0)
+  std::vector<int16_t> rho16;  // blocks x 32 rows: round(16384 rho)
   std::vector<float> m;      // blocks: max |dw[r,b]| over the block's rows
   void resize(int64_t nb) {
     blocks = nb;
     if (q.size() < static_cast<size_t>(nb * 1024)) q.resize(static_cast<size_t>(nb * 1024));
     if (rho.size() < static_cast<size_t>(nb * 32)) rho.resize(static_cast<size_t>(nb * 32));
+    if (rho16.size() < static_cast<size_t>(nb * 32)) rho16.resize(static_cast<size_t>(nb * 32));
     if (m.size() < static_cast<size_t>(nb)) m.resize(static_cast<size_t>(nb));
   }
 };
@@ -102,7 +107,7 @@ struct GradPanel {
 void forward_weight_sums(ForwardPanel& p);
 
 // The packers store each row's weight scale dw[r,b] in rho; this turns them into the scale
-// bound m[b] and the ratios rho = dw / m (one definition for every ISA's packers).
+// bound m[b], the ratios rho = dw / m and rho16 (one definition for every ISA's packers).
 void normalize_grad_scales(GradPanel& p);
 
 // The scale of dY for one token and row block (nrows <= 32 values of g): returns
@@ -131,14 +136,13 @@ struct Int8Kernels {
   // both panels; the others make the two calls (forward_pair_by_calls).
   void (*forward_pair)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
-  // dY's scales for one token's row g[0, n), per row block R of 32 rows:
-  // ey[R] = max|g over R| / 127 and inv[R] = 1/ey[R] (0 if ey[R] = 0), as grad_block_scale.
-  void (*grad_row_scales)(const float* g, int64_t n, float* ey, float* inv);
-  // Adds one row block's contribution to D[t*ldd + c] (t < nt, c < n): G holds the nrows
-  // (<= 32) dY values of the block for token t at G + t * ldg, and their scale and its
-  // inverse at ey[t * lds], inv[t * lds].
-  void (*input_grad)(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
-                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd);
+  // One token's row g[0, n) of dY, per row block R of 32 rows: its scale ey[R] (as
+  // grad_block_scale) and its 32 values y16 (grad_y16; zeros past n) at y + R * ldb.
+  void (*grad_rows)(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb);
+  // Adds one row block's contribution to D[t*ldd + c] (t < nt, c < n): Y holds the block's
+  // 32 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
+  void (*input_grad)(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, float* D, int64_t ldd);
 };
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
@@ -172,16 +176,25 @@ const Int8Kernels& int8_kernels_for(const std::string& isa);
 // measured, so no (scalar, NEON, Intel without AVX-VNNI).
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
 
-// round(y * rho), half to even, of the exact product (one rounding), as the input gradient
-// requantizes dY: the fused multiply-add y * rho + 1.5 * 2^23 is an integer in [2^23, 2^24)
-// for |y rho| <= 2^22, and its low byte is round(y * rho) as int8 (the SIMD sets take that
-// byte from the bits). A NaN gives the low byte of its bits (0 for the default NaN).
-inline constexpr float kRoundMagic = 12582912.0f;  // 1.5 * 2^23
-inline int8_t round_product_to_int8(float y, float rho) {
-  const float r = std::fma(y, rho, kRoundMagic);
-  uint32_t bits;
-  std::memcpy(&bits, &r, sizeof bits);
-  return static_cast<int8_t>(static_cast<uint8_t>(bits & 0xFF));
+// The input gradient's fixed-point steps (the definition above; every ISA matches them).
+// A value that does not fit int16 (only a non-finite y or rho) gives -32768, as AVX2's
+// conversion and saturating pack do.
+inline int16_t round_to_int16(float v) {
+  const float r = std::nearbyint(v);  // half to even
+  return r >= -32768.0f && r <= 32767.0f ? static_cast<int16_t>(r) : static_cast<int16_t>(-32768);
+}
+inline int16_t grad_y16(float g, float inv) {
+  const float y = g * inv;
+  return round_to_int16(y * 256.0f);
+}
+inline int16_t grad_rho16(float rho) { return round_to_int16(rho * 16384.0f); }
+// round(a b / 2^15), half up: vpmulhrsw's arithmetic (vqrdmulh's, short of saturation).
+inline int32_t mul_round_q15(int32_t a, int32_t b) { return (a * b + (1 << 14)) >> 15; }
+// qv = round(y rho): round(y16 rho16 / 2^15) is 128 y rho, then round(that / 128),
+// saturated to int8 as the packs do (it only saturates for non-finite inputs).
+inline int8_t requantize_grad_value(int16_t y16, int16_t rho16) {
+  const int32_t q = mul_round_q15(mul_round_q15(y16, rho16), 256);
+  return static_cast<int8_t>(std::clamp(q, -128, 127));
 }
 
 // The scalar quantizer of one block of 32 values (the definition; every ISA matches it).

@@ -198,8 +198,17 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (!q4) forward_weight_sums_avx2(p);
 }
 
+// 32 floats rounded half to even to int16 (saturating, as round_to_int16: a NaN gives
+// -32768), stored in order: the packs work per 128-bit lane, a qword permute restores it.
+inline void store_int16(const __m256 v[4], int16_t* out) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256i packed = _mm256_packs_epi32(_mm256_cvtps_epi32(v[2 * h]), _mm256_cvtps_epi32(v[2 * h + 1]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * h), _mm256_permute4x64_epi64(packed, 0xD8));
+  }
+}
+
 // normalize_grad_scales (kernels_int8.h) in registers: the same maximum and the same
-// divisions (IEEE division is exact in any width), so the same ratios.
+// divisions (IEEE division is exact in any width), so the same ratios and rho16.
 void normalize_grad_scales_avx2(GradPanel& p) {
   for (int64_t b = 0; b < p.blocks; ++b) {
     float* rho = p.rho.data() + b * kGradRowBlock;
@@ -207,9 +216,14 @@ void normalize_grad_scales_avx2(GradPanel& p) {
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
     const float m = max_abs(v);
     p.m[static_cast<size_t>(b)] = m;
-    const __m256 mv = _mm256_set1_ps(m);
-    for (int k = 0; k < 4; ++k)
-      _mm256_storeu_ps(rho + 8 * k, m != 0.0f ? _mm256_div_ps(v[k], mv) : _mm256_setzero_ps());
+    const __m256 mv = _mm256_set1_ps(m), q15 = _mm256_set1_ps(16384.0f);
+    __m256 scaled[4];
+    for (int k = 0; k < 4; ++k) {
+      v[k] = m != 0.0f ? _mm256_div_ps(v[k], mv) : _mm256_setzero_ps();
+      _mm256_storeu_ps(rho + 8 * k, v[k]);
+      scaled[k] = _mm256_mul_ps(v[k], q15);
+    }
+    store_int16(scaled, p.rho16.data() + b * kGradRowBlock);
   }
 }
 
@@ -359,13 +373,13 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // (Zen 5, 64 tokens x 256 columns) 17% with VNNI and 5-10% without.
 // Signed panels with kUnsignedActivations and kFlip: the activations (signed) are flipped to
 // q + 128 after the broadcast and the sums are those of q + 128 (subtract wsum).
-template <int NT, Int8Kind K, bool kLanes = false, bool kFlip = false>
+template <int NT, Int8Kind K, bool kFlip = false>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
   static_assert(!kFlip || (K == Int8Kind::Signed && kUnsignedActivations), "flipped activations need vpdpbusd");
   for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
   for (int c = 0; c < 8; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
-    const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
+    const int64_t xc_at = 4 * c;
     if constexpr (kFlip) {
 #if NL_INT8_VNNI
       for (int t = 0; t < NT; ++t) {
@@ -396,10 +410,10 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // with a broadcast per multiply), and sharing the broadcasts, with the sums pinned and the
 // loops unrolled, makes the input gradient 8-10% faster and the forward 7-9%. (Signed panels
 // use it only with kUnsignedX: the sign trick's operations depend on the weights.)
-// kLanes as in dot_tokens. kUnsignedX: the panels are signed and the activations unsigned
+// kUnsignedX: the panels are signed and the activations unsigned
 // (dot_unsigned_chunk: with VNNI any signed panel, without it only input-gradient Q4_0
 // ones), stored so or, with kFlip (VNNI), flipped after the broadcast.
-template <int NT, bool kLanes = false, bool kUnsignedX = false, bool kFlip = false>
+template <int NT, bool kUnsignedX = false, bool kFlip = false>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT]) {
   static_assert(!kFlip || (kUnsignedX && NL_INT8_VNNI), "only unsigned activations are flipped, with vpdpbusd");
@@ -407,7 +421,7 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
     const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
-    const int64_t xc_at = 4 * (kLanes ? kLaneChunk[c] : c);
+    const int64_t xc_at = 4 * c;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
       __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
@@ -464,7 +478,7 @@ inline void forward_tokens(const int8_t* q, const float* d, const int32_t* sum, 
   constexpr bool kFlip = K == Int8Kind::Signed && kUnsignedActivations;
   for (int64_t b = 0; b < p.blocks; ++b) {
     __m256i part[NT];
-    dot_tokens<NT, K, false, kFlip>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq,
+    dot_tokens<NT, K, kFlip>(reinterpret_cast<const __m256i*>(p.q.data() + b * 256), q + b * kQ8Block, ldq,
                                     part);
     const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
@@ -508,7 +522,7 @@ inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* 
   for (int64_t b = 0; b < p0.blocks; ++b) {
     constexpr bool kSigned = K == Int8Kind::Signed;
     __m256i part0[NT], part1[NT];
-    dot_tokens_column_pair<NT, false, kSigned, kSigned>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
+    dot_tokens_column_pair<NT, kSigned, kSigned>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
                                                         reinterpret_cast<const __m256i*>(p1.q.data() + b * 256),
                                                         q + b * kQ8Block, ldq, part0, part1);
     const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
@@ -558,17 +572,19 @@ void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int6
   forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);  // (sign operations not shared)
 }
 
-// grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
-// order); the tail block goes through the scalar definition.
-void grad_row_scales_avx2(const float* g, int64_t n, float* ey, float* inv) {
+// grad_rows (kernels_int8.h) with the scalar's arithmetic (the max is exact in any order,
+// the products and roundings are the same); the tail block goes through the definition.
+void grad_rows_avx2(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
   int64_t R = 0;
   for (; (R + 1) * kGradRowBlock <= n; ++R) {
     __m256 v[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + R * kGradRowBlock + 8 * k);
     ey[R] = max_abs(v) / 127.0f;
-    inv[R] = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
+    const __m256 inv = _mm256_set1_ps(ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f), k256 = _mm256_set1_ps(256.0f);
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(_mm256_mul_ps(v[k], inv), k256);
+    store_int16(v, y + R * ldb);
   }
-  if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
+  if (R * kGradRowBlock < n) int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
 }
 
 // D[t, c0 .. c0+8) += e[t] * isum[t] (the dot products of one column group), for NT tokens
@@ -590,50 +606,31 @@ inline void add_column_group(const __m256i isum[NT], const __m256 ev[NT], int64_
   }
 }
 
-// The input gradient's requantized dY: per token and block, q[r] = round(y[r] * rho[r])
-// (round_product_to_int8) for the row block's 32 values, taken from the low bytes of the
-// fused multiply-adds with the magic constant (plus 128 for unsigned activations, whose
-// bytes are then q + 128). The four vectors' low bytes are gathered to dword k of each
-// 128-bit lane (vpshufb), so chunk c (values 4c .. 4c+3) lands in dword kLaneChunk[c], the
-// order the dot products read.
-inline __m256i low_bytes_to_dword(int k) {
-  alignas(32) int32_t m[8];
-  for (int i = 0; i < 8; ++i) m[i] = i % 4 == k ? 0x0C080400 : static_cast<int32_t>(0x80808080u);
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-}
-
 // The requantized dY of one token for one pass of column blocks [b0, b0 + nb)
 // (nb <= kGradBlocksPerPass) of a row block: the quants of block b at qv + 32 b (as q + 128
-// with kUnsigned), the block's scale in e[b].
+// with kUnsigned), in order, the block's scale in e[b]. requantize_grad_value with
+// vpmulhrsw: y16 and the pass's rho16 are split into values 0-7 and 16-23 (a) and 8-15 and
+// 24-31 (b), so the per-lane pack of a and b gives the 32 quants in order.
 inline constexpr int64_t kGradBlocksPerPass = 8;
 template <bool kUnsigned>
-inline void requantize_grad_token(const float* g, int64_t nrows, float ey, float inv, const GradPanel& p, int64_t b0,
-                                  int64_t nb, const __m256i to_dword[4], int8_t* qv, float* e) {
-  alignas(32) float padded[kGradRowBlock];
-  if (nrows < kGradRowBlock) {  // the last row block of W
-    std::memset(padded, 0, sizeof padded);
-    std::memcpy(padded, g, static_cast<size_t>(nrows) * sizeof(float));
-    g = padded;
-  }
-  // y = dY * (1/ey), in registers (the compiler would reload them: the int8 stores may alias
-  // any object).
-  const __m256 iv = _mm256_set1_ps(inv);
-  const __m256 y[4] = {_mm256_mul_ps(_mm256_loadu_ps(g), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 8), iv),
-                       _mm256_mul_ps(_mm256_loadu_ps(g + 16), iv), _mm256_mul_ps(_mm256_loadu_ps(g + 24), iv)};
-  const __m256 magic = _mm256_set1_ps(kUnsigned ? kRoundMagic + 128.0f : kRoundMagic);
-  for (int64_t b = 0; b < nb; ++b) {
-    const float* rho = p.rho.data() + (b0 + b) * kGradRowBlock;
-    __m256i packed = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256 r = _mm256_fmadd_ps(y[k], _mm256_loadu_ps(rho + 8 * k), magic);
-      packed = _mm256_or_si256(packed, _mm256_shuffle_epi8(_mm256_castps_si256(r), to_dword[k]));
-    }
-    _mm256_store_si256(reinterpret_cast<__m256i*>(qv + b * kQ8Block), packed);
+inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*rho)[kGradRowBlock],
+                                  const GradPanel& p, int64_t b0, int64_t nb, int8_t* qv, float* e) {
+  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16));
+  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16 + 16));
+  const __m256i a = _mm256_permute2x128_si256(v0, v1, 0x20), b = _mm256_permute2x128_si256(v0, v1, 0x31);
+  const __m256i k256 = _mm256_set1_epi16(256);
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i* r = reinterpret_cast<const __m256i*>(rho[i]);
+    const __m256i qa = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(a, _mm256_load_si256(r)), k256);
+    const __m256i qb = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(b, _mm256_load_si256(r + 1)), k256);
+    __m256i packed = _mm256_packs_epi16(qa, qb);
+    if constexpr (kUnsigned) packed = flip_to_unsigned(packed);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(qv + i * kQ8Block), packed);
   }
   if (nb == kGradBlocksPerPass) {
     _mm256_storeu_ps(e, _mm256_mul_ps(_mm256_set1_ps(ey), _mm256_loadu_ps(p.m.data() + b0)));
   } else {
-    for (int64_t b = 0; b < nb; ++b) e[b] = ey * p.m[static_cast<size_t>(b0 + b)];
+    for (int64_t i = 0; i < nb; ++i) e[i] = ey * p.m[static_cast<size_t>(b0 + i)];
   }
 }
 
@@ -643,15 +640,24 @@ inline constexpr int64_t kGradChunkTokens = 64;
 struct GradPass {
   alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kQ8Block];
   float e[kGradChunkTokens][kGradBlocksPerPass];
+  alignas(32) int16_t rho[kGradBlocksPerPass][kGradRowBlock];  // rho16, split as requantize_grad_token's a, b
   __m256i colsum[kGradBlocksPerPass][4];  // 128 x the column sums of the weights, per group
 };
 
-// pass.colsum for the panel's blocks [b0, b0 + nb): per column, 128 x the sum of the row
-// block's weights.
-inline void column_sums(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
-  for (int64_t b = 0; b < nb; ++b)
-    for (int cg = 0; cg < 4; ++cg)
-      pass.colsum[b][cg] = chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8);
+// pass.rho for the panel's blocks [b0, b0 + nb) and, with kColumnSums, pass.colsum: per
+// column, 128 x the sum of the row block's weights.
+template <bool kColumnSums>
+inline void prepare_pass(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i* r = reinterpret_cast<const __m256i*>(p.rho16.data() + (b0 + b) * kGradRowBlock);
+    const __m256i v0 = _mm256_loadu_si256(r), v1 = _mm256_loadu_si256(r + 1);
+    __m256i* out = reinterpret_cast<__m256i*>(pass.rho[b]);
+    _mm256_store_si256(out, _mm256_permute2x128_si256(v0, v1, 0x20));
+    _mm256_store_si256(out + 1, _mm256_permute2x128_si256(v0, v1, 0x31));
+    if constexpr (kColumnSums)
+      for (int cg = 0; cg < 4; ++cg)
+        pass.colsum[b][cg] = chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8);
+  }
 }
 
 // Unsigned activations (q + 128) go with every Q4_0 panel and, with VNNI, with every
@@ -675,7 +681,7 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
     if constexpr (kUnsignedGradActivations<K>) {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
         __m256i part0[NT], part1[NT];
-        dot_tokens_column_pair<NT, true, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
+        dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
         for (int i = 0; i < NT; ++i) {
           part0[i] = unsigned_sums(part0[i], pass.colsum[b][cg]);
           part1[i] = unsigned_sums(part1[i], pass.colsum[b][cg + 1]);
@@ -686,7 +692,7 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
     } else {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
         __m256i part[NT];
-        dot_tokens<NT, K, true>(w + cg * 8, x, ldx, part);
+        dot_tokens<NT, K>(w + cg * 8, x, ldx, part);
         add_column_group<NT>(part, ev, c0 + cg * 8, n, D, ldd);
       }
     }
@@ -698,13 +704,11 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
 // GCC 12 spilled the loop state around them (measured on Zen 3, 256 tokens x 256 columns of
 // Q4_0 on one thread: the kernel 1.2x faster so).
 template <Int8Kind K>
-inline void requantize_grad_chunk(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv,
-                                  int64_t lds, int64_t ct, const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
-  const __m256i to_dword[4] = {low_bytes_to_dword(0), low_bytes_to_dword(1), low_bytes_to_dword(2),
-                               low_bytes_to_dword(3)};
+inline void requantize_grad_chunk(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t ct,
+                                  const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
   for (int64_t i = 0; i < ct; ++i)
-    requantize_grad_token<kUnsignedGradActivations<K>>(G + i * ldg, nrows, ey[i * lds], inv[i * lds], p, b0, nb,
-                                                       to_dword, pass.qv[i], pass.e[i]);
+    requantize_grad_token<kUnsignedGradActivations<K>>(Y + i * ldg, ey[i * lds], pass.rho, p, b0, nb, pass.qv[i],
+                                                       pass.e[i]);
 }
 template <Int8Kind K>
 __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t ct, const GradPanel& p, int64_t b0,
@@ -721,26 +725,26 @@ __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t
 // with and without VNNI). On Zen 3 (256 tokens x 256 columns, Q4_0) the requantization
 // takes an eighth of the kernel's time.
 template <Int8Kind K>
-void input_grad_kind(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
-                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+void input_grad_kind(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, float* D, int64_t ldd) {
   GradPass pass;
   for (int64_t t0 = 0; t0 < nt; t0 += kGradChunkTokens) {
     const int64_t ct = std::min(kGradChunkTokens, nt - t0);
     for (int64_t b0 = 0; b0 < p.blocks; b0 += kGradBlocksPerPass) {
       const int64_t nb = std::min(kGradBlocksPerPass, p.blocks - b0);
-      if constexpr (kUnsignedGradActivations<K>) column_sums(p, b0, nb, pass);
-      requantize_grad_chunk<K>(G + t0 * ldg, ldg, nrows, ey + t0 * lds, inv + t0 * lds, lds, ct, p, b0, nb, pass);
+      prepare_pass<kUnsignedGradActivations<K>>(p, b0, nb, pass);
+      requantize_grad_chunk<K>(Y + t0 * ldg, ldg, ey + t0 * lds, lds, ct, p, b0, nb, pass);
       grad_chunk_products<K>(pass, ct, p, b0, nb, n, D + t0 * ldd, ldd);
     }
   }
 }
 
-void input_grad_avx2(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
-                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, float* D, int64_t ldd) {
   if (p.kind == Int8Kind::Nibble)
-    input_grad_kind<Int8Kind::Nibble>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
+    input_grad_kind<Int8Kind::Nibble>(Y, ldg, ey, lds, nt, p, n, D, ldd);
   else
-    input_grad_kind<Int8Kind::Signed>(G, ldg, nrows, ey, inv, lds, nt, p, n, D, ldd);
+    input_grad_kind<Int8Kind::Signed>(Y, ldg, ey, lds, nt, p, n, D, ldd);
 }
 
 // The set, named isa.
@@ -753,7 +757,7 @@ inline Int8Kernels avx2_int8_kernels(const char* isa) {
           pack_grad_floats_avx2,
           forward_avx2,
           forward_pair_avx2,
-          grad_row_scales_avx2,
+          grad_rows_avx2,
           input_grad_avx2};
 }
 

@@ -167,49 +167,46 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
   });
 }
 
-// grad_row_scales (kernels_int8.h) with the scalar's arithmetic (the max is exact in any
-// order); the tail block goes through the scalar definition.
-void grad_row_scales_neon(const float* g, int64_t n, float* ey, float* inv) {
+// grad_rows (kernels_int8.h) with the scalar's arithmetic (the max is exact in any order;
+// vcvtnq rounds half to even; a value past int16, only ever a NaN or an infinity, is
+// -32768 as the definition has it); the tail block goes through the scalar definition.
+void grad_rows_neon(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
   int64_t R = 0;
   for (; (R + 1) * kGradRowBlock <= n; ++R) {
     const float* x = g + R * kGradRowBlock;
     float32x4_t m = vdupq_n_f32(0.0f);
     for (int i = 0; i < 8; ++i) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + 4 * i)));
     ey[R] = vmaxvq_f32(m) / 127.0f;
-    inv[R] = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
+    const float inv = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
+    for (int i = 0; i < 8; ++i) {
+      const float32x4_t v = vmulq_n_f32(vmulq_n_f32(vld1q_f32(x + 4 * i), inv), 256.0f);
+      const int32x4_t r = vbslq_s32(vcaleq_f32(v, vdupq_n_f32(32767.0f)), vcvtnq_s32_f32(v), vdupq_n_s32(-32768));
+      vst1_s16(y + R * ldb + 4 * i, vqmovn_s32(r));
+    }
   }
-  if (R * kGradRowBlock < n) ey[R] = grad_block_scale(g + R * kGradRowBlock, n - R * kGradRowBlock, inv + R);
+  if (R * kGradRowBlock < n)
+    int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
 }
 
-// q[r] = round_product_to_int8(y[r], rho[r]) for a row block's 32 values: the fused
-// multiply-add with the magic constant, whose low byte is the quant.
-inline void round_rows_neon(const float* y, const float* rho, int8_t* q) {
-  const float32x4_t magic = vdupq_n_f32(kRoundMagic);
-  uint16x8_t h[4];
+// q[r] = requantize_grad_value(y16[r], rho16[r]) for a row block's 32 values: vqrdmulh is
+// round(a b / 2^15) (it saturates only for -32768 x -32768), then a saturating narrow.
+inline void requantize_rows_neon(const int16_t* y16, const int16_t* rho16, int8_t* q) {
+  const int16x8_t k256 = vdupq_n_s16(256);
   for (int i = 0; i < 4; ++i) {
-    const uint32x4_t a = vreinterpretq_u32_f32(vfmaq_f32(magic, vld1q_f32(y + 8 * i), vld1q_f32(rho + 8 * i)));
-    const uint32x4_t b = vreinterpretq_u32_f32(vfmaq_f32(magic, vld1q_f32(y + 8 * i + 4), vld1q_f32(rho + 8 * i + 4)));
-    h[i] = vcombine_u16(vmovn_u32(a), vmovn_u32(b));
+    const int16x8_t u = vqrdmulhq_s16(vld1q_s16(y16 + 8 * i), vld1q_s16(rho16 + 8 * i));
+    vst1_s8(q + 8 * i, vqmovn_s16(vqrdmulhq_s16(u, k256)));
   }
-  vst1q_s8(q, vreinterpretq_s8_u8(vcombine_u8(vmovn_u16(h[0]), vmovn_u16(h[1]))));
-  vst1q_s8(q + 16, vreinterpretq_s8_u8(vcombine_u8(vmovn_u16(h[2]), vmovn_u16(h[3]))));
 }
 
 template <bool Dot>
-void input_grad_neon(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
-                     int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
+void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, float* D, int64_t ldd) {
   token_blocks(nt, [&]<int NT>(int64_t t0) {
-    float y[NT][kGradRowBlock];  // dY * (1/ey), zeros past nrows
     int8_t qv[NT][kGradRowBlock];
     float e[NT];
-    for (int t = 0; t < NT; ++t) {
-      const float* g = G + (t0 + t) * ldg;
-      const float iv = inv[(t0 + t) * lds];
-      for (int64_t r = 0; r < kGradRowBlock; ++r) y[t][r] = r < nrows ? g[r] * iv : 0.0f;
-    }
     for (int64_t b = 0; b < p.blocks; ++b) {
       for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
-        round_rows_neon(y[t], p.rho.data() + b * kGradRowBlock, qv[t]);
+        requantize_rows_neon(Y + (t0 + t) * ldg, p.rho16.data() + b * kGradRowBlock, qv[t]);
         e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
       }
       for (int64_t cg = 0; cg < 4; ++cg) {
@@ -345,7 +342,7 @@ const Int8Kernels* int8_kernels_neon_widening() {
                              pack_grad_floats_neon,
                              forward_neon<false>,
                              forward_pair_by_calls<forward_neon<false>>,
-                             grad_row_scales_neon,
+                             grad_rows_neon,
                              input_grad_neon<false>};
   return &k;
 }
@@ -359,7 +356,7 @@ const Int8Kernels* int8_kernels_neon() {
                              pack_grad_floats_neon,
                              forward_neon<true>,
                              forward_pair_by_calls<forward_neon<true>>,
-                             grad_row_scales_neon,
+                             grad_rows_neon,
                              input_grad_neon<true>};
   static const bool dot = cpu_has_dotprod();
   return dot ? &k : int8_kernels_neon_widening();

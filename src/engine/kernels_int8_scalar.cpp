@@ -103,19 +103,22 @@ void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq
     }
 }
 
-void grad_row_scales_scalar(const float* g, int64_t n, float* ey, float* inv) {
-  for (int64_t R = 0; R * kGradRowBlock < n; ++R)
-    ey[R] = grad_block_scale(g + R * kGradRowBlock, std::min(kGradRowBlock, n - R * kGradRowBlock), inv + R);
+void grad_rows_scalar(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
+  for (int64_t R = 0; R * kGradRowBlock < n; ++R) {
+    const int64_t r0 = R * kGradRowBlock, nrows = std::min(kGradRowBlock, n - r0);
+    float inv;
+    ey[R] = grad_block_scale(g + r0, nrows, &inv);
+    for (int64_t r = 0; r < kGradRowBlock; ++r) y[R * ldb + r] = r < nrows ? grad_y16(g[r0 + r], inv) : 0;
+  }
 }
 
-void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, const float* ey, const float* inv, int64_t lds,
-                       int64_t nt, const GradPanel& p, int64_t n, float* D, int64_t ldd) {
-  float y[kGradRowBlock];
+void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                       int64_t n, float* D, int64_t ldd) {
   int8_t qv[kGradRowBlock];
-  for (int64_t t = 0; t < nt; ++t) {
-    for (int64_t r = 0; r < kGradRowBlock; ++r) y[r] = r < nrows ? G[t * ldg + r] * inv[t * lds] : 0.0f;
+  for (int64_t t = 0; t < nt; ++t)
     for (int64_t b = 0; b < p.blocks; ++b) {
-      for (int64_t r = 0; r < kGradRowBlock; ++r) qv[r] = round_product_to_int8(y[r], p.rho[static_cast<size_t>(b * 32 + r)]);
+      for (int64_t r = 0; r < kGradRowBlock; ++r)
+        qv[r] = requantize_grad_value(Y[t * ldg + r], p.rho16[static_cast<size_t>(b * 32 + r)]);
       const float e = ey[t * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
@@ -124,7 +127,6 @@ void input_grad_scalar(const float* G, int64_t ldg, int64_t nrows, const float* 
         out = std::fma(static_cast<float>(isum), e, out);
       }
     }
-  }
 }
 
 }  // namespace
@@ -156,7 +158,10 @@ void normalize_grad_scales(GradPanel& p) {
     float* rho = p.rho.data() + b * kGradRowBlock;
     float m = 0.0f;
     for (int64_t r = 0; r < kGradRowBlock; ++r) m = std::max(m, std::fabs(rho[r]));
-    for (int64_t r = 0; r < kGradRowBlock; ++r) rho[r] = m != 0.0f ? rho[r] / m : 0.0f;
+    for (int64_t r = 0; r < kGradRowBlock; ++r) {
+      rho[r] = m != 0.0f ? rho[r] / m : 0.0f;
+      p.rho16[static_cast<size_t>(b * kGradRowBlock + r)] = grad_rho16(rho[r]);
+    }
     p.m[static_cast<size_t>(b)] = m;
   }
 }
@@ -223,7 +228,7 @@ const Int8Kernels& int8_kernels_scalar() {
                              pack_grad_floats,
                              forward_scalar,
                              forward_pair_by_calls<forward_scalar>,
-                             grad_row_scales_scalar,
+                             grad_rows_scalar,
                              input_grad_scalar};
   return k;
 }

@@ -79,19 +79,19 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
   const Int8Weights iw = int8_weights(W);
   const int64_t rows = W.rows(), cols = W.cols();
   std::memset(dX, 0, static_cast<size_t>(T * cols) * sizeof(float));
-  float y[kGradRowBlock];
+  int16_t y16[kGradRowBlock];
   for (int64_t t = 0; t < T; ++t)
     for (int64_t R = 0; R * kGradRowBlock < rows; ++R) {
       const int64_t r0 = R * kGradRowBlock, nrows = std::min(kGradRowBlock, rows - r0);
       float inv;
       const float ey = grad_block_scale(dY + t * rows + r0, nrows, &inv);
-      for (int64_t i = 0; i < nrows; ++i) y[i] = dY[t * rows + r0 + i] * inv;
+      for (int64_t i = 0; i < nrows; ++i) y16[i] = grad_y16(dY[t * rows + r0 + i], inv);
       for (int64_t b = 0; b < iw.blocks; ++b) {
         float m = 0.0f;
         for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.scale(r0 + i, b)));
         int qv[kGradRowBlock] = {};
         for (int64_t i = 0; i < nrows; ++i)
-          qv[i] = round_product_to_int8(y[i], m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f);
+          qv[i] = requantize_grad_value(y16[i], grad_rho16(m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f));
         const float e = ey * m;
         for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block && c < cols; ++c) {
           int32_t isum = 0;

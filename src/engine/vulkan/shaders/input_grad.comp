@@ -10,7 +10,7 @@
 //    of 32 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
 //    dY first, under a scale bound: with ey = max_r |dY[t, r]| / 127, y = dY / ey,
 //    m = max_r |dw[r, b]| and rho = dw / m, qv[r] = round(y[r] * rho[r]) and e = ey * m
-//    (the f32 product rounded; the cpu engine rounds the exact one, kernels_int8.h);
+//    (the f32 product rounded; the cpu engine rounds in fixed point, kernels_int8.h);
 //    then isum = sum_r qv[r] * qw[r, c] exactly in integers and acc = fma(float(isum), e, acc).
 //    F32/F16 weights are quantized per row and 32-column block with the same quantizer.
 layout(local_size_x = 64) in;
