@@ -9,8 +9,8 @@
 //  Int8 mode (the cpu engine's definition, src/engine/kernels_int8.h): it walks row blocks
 //    of 32 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
 //    dY first, under a scale bound: with ey = max_r |dY[t, r]| / 127, y = dY / ey,
-//    m = max_r |dw[r, b]| and rho = dw / m, qv[r] = round(y[r] * rho[r]) and e = ey * m
-//    (the f32 product rounded; the cpu engine rounds in fixed point, kernels_int8.h);
+//    m = max_r |dw[r, b]| and rho = dw / m, qv[r] = round(y[r] * rho[r]) in the cpu engine's
+//    fixed point (requantize_grad, quantize.glsl) and e = ey * m;
 //    then isum = sum_r qv[r] * qw[r, c] exactly in integers and acc = fma(float(isum), e, acc).
 //    F32/F16 weights are quantized per row and 32-column block with the same quantizer.
 layout(local_size_x = 64) in;
@@ -126,7 +126,7 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
     for (uint k = 0u; k < 16u; ++k) {
       const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
       const float y = v_block[tt][i] * quant_inverse(e_block[tt]);
-      v_block[tt][i] = float(quantize_value(y, wd_block[i]));
+      v_block[tt][i] = float(requantize_grad(y, wd_block[i]));
     }
     barrier();
     if (lid < TILE_TOKENS) e_block[lid] *= wd_max;
