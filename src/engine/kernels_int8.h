@@ -44,7 +44,7 @@
 //                 each chunk 8 rows x 4 bytes (32 bytes).
 //   GradPanel:    32 rows (one row block) x the task's column blocks, transposed: per block
 //                 4 groups of 8 columns, each 8 chunks (4 consecutive rows) of 8 columns x
-//                 4 bytes; per block the scale bound m and the 32 ratios rho.
+//                 4 bytes; per block the scale bound m, the 32 ratios rho and rho16.
 // Q4_0 weights in forward panels stay unsigned nibbles u in [0, 15] (value u - 8): AVX2's
 // vpmaddubsw multiplies unsigned by signed bytes, and sum (u - 8) q = sum u q - 8 sum q, so
 // the offset costs one subtraction per block (sum q comes with the quantized activations).
