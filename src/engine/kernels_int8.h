@@ -191,7 +191,9 @@ inline int16_t grad_rho16(float rho) { return round_to_int16(rho * 16384.0f); }
 // round(a b / 2^15), half up: vpmulhrsw's arithmetic (vqrdmulh's, short of saturation).
 inline int32_t mul_round_q15(int32_t a, int32_t b) { return (a * b + (1 << 14)) >> 15; }
 // qv = round(y rho): round(y16 rho16 / 2^15) is 128 y rho, then round(that / 128),
-// saturated to int8 as the packs do (it only saturates for non-finite inputs).
+// saturated to int8 as the packs do (it only saturates for non-finite inputs). Where both
+// y16 and rho16 are -32768 (a non-finite dY and a non-finite weight scale) the sets may
+// differ: vpmulhrsw wraps that one product, vqrdmulh saturates it.
 inline int8_t requantize_grad_value(int16_t y16, int16_t rho16) {
   const int32_t q = mul_round_q15(mul_round_q15(y16, rho16), 256);
   return static_cast<int8_t>(std::clamp(q, -128, 127));
