@@ -588,7 +588,8 @@ void grad_rows_avx2(const float* g, int64_t n, float* ey, int16_t* y, int64_t ld
     for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(_mm256_mul_ps(v[k], inv), k256);
     store_int16(v, y + R * ldb);
   }
-  if (R * kGradRowBlock < n) int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
+  if (R * kGradRowBlock < n)
+    int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
 }
 
 // D[t, c0 .. c0+8) += e[t] * isum[t] (the dot products of one column group), for NT tokens
