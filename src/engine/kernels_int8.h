@@ -114,6 +114,19 @@ void normalize_grad_scales(GradPanel& p);
 // ey = max|g| / 127 and stores inv = 1/ey (0 if ey = 0); y = g * inv.
 float grad_block_scale(const float* g, int64_t nrows, float* inv);
 
+// Where one input-gradient call's sums go: D[t*ldd + c] = acc[t*lda + c] + the row block's
+// contribution, or the contribution alone when acc is null (fma(x, e, +0), as onto a zeroed
+// block). acc may be D (accumulating in place) or another block: the engine's first row
+// block needs no zeroed block, and its last writes into dX itself, so no copy follows.
+struct GradOut {
+  const float* acc;
+  int64_t lda;
+  float* D;
+  int64_t ldd;
+  // The same, from token t on.
+  GradOut from_token(int64_t t) const { return {acc ? acc + t * lda : nullptr, lda, D + t * ldd, ldd}; }
+};
+
 struct Int8Kernels {
   const char* isa;
   // Quantizes x[0, n) per 32 values (the tail padded with zeros): ceil(n/32) blocks of 32
@@ -139,10 +152,10 @@ struct Int8Kernels {
   // One token's row g[0, n) of dY, per row block R of 32 rows: its scale ey[R] (as
   // grad_block_scale) and its 32 values y16 (grad_y16; zeros past n) at y + R * ldb.
   void (*grad_rows)(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb);
-  // Adds one row block's contribution to D[t*ldd + c] (t < nt, c < n): Y holds the block's
-  // 32 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
+  // One row block's contribution to dX for t < nt, c < n, into out (GradOut): Y holds the
+  // block's 32 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
   void (*input_grad)(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                     int64_t n, float* D, int64_t ldd);
+                     int64_t n, const GradOut& out);
 };
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,

@@ -200,7 +200,7 @@ inline void requantize_rows_neon(const int16_t* y16, const int16_t* rho16, int8_
 
 template <bool Dot>
 void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                     int64_t n, float* D, int64_t ldd) {
+                     int64_t n, const GradOut& out) {
   token_blocks(nt, [&]<int NT>(int64_t t0) {
     int8_t qv[NT][kGradRowBlock];
     float e[NT];
@@ -216,12 +216,12 @@ void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
         dot_tokens<Dot, NT>(p.q.data() + b * 1024 + cg * 256, qv[0], kGradRowBlock, lo, hi);
         const int64_t nc = n - c0 < 8 ? n - c0 : 8;
         for (int t = 0; t < NT; ++t) {  // (the panel holds signed weight values, Q4_0's too)
-          float* out = D + (t0 + t) * ldd + c0;
+          const GradOut o = out.from_token(t0 + t);
           float tmp[8] = {};
-          std::memcpy(tmp, out, static_cast<size_t>(nc) * sizeof(float));
+          if (o.acc) std::memcpy(tmp, o.acc + c0, static_cast<size_t>(nc) * sizeof(float));
           vst1q_f32(tmp, vfmaq_n_f32(vld1q_f32(tmp), vcvtq_f32_s32(lo[t]), e[t]));
           vst1q_f32(tmp + 4, vfmaq_n_f32(vld1q_f32(tmp + 4), vcvtq_f32_s32(hi[t]), e[t]));
-          std::memcpy(out, tmp, static_cast<size_t>(nc) * sizeof(float));
+          std::memcpy(o.D + c0, tmp, static_cast<size_t>(nc) * sizeof(float));
         }
       }
     }

@@ -113,7 +113,7 @@ void grad_rows_scalar(const float* g, int64_t n, float* ey, int16_t* y, int64_t 
 }
 
 void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                       int64_t n, float* D, int64_t ldd) {
+                       int64_t n, const GradOut& out) {
   int8_t qv[kGradRowBlock];
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t b = 0; b < p.blocks; ++b) {
@@ -123,8 +123,9 @@ void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t l
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
         for (int64_t r = 0; r < kGradRowBlock; ++r) isum += static_cast<int8_t>(p.q[grad_index(b, r, j)]) * qv[r];
-        float& out = D[t * ldd + b * kQ8Block + j];
-        out = std::fma(static_cast<float>(isum), e, out);
+        const int64_t c = b * kQ8Block + j;
+        const float acc = out.acc ? out.acc[t * out.lda + c] : 0.0f;
+        out.D[t * out.ldd + c] = std::fma(static_cast<float>(isum), e, acc);
       }
     }
 }

@@ -3,6 +3,7 @@
 // input-gradient dot products. Every set (scalar, AVX2, NEON sdot, NEON widening) must give
 // the same integers and the same f32 chains: bit-identical results. Shapes include partial
 // row groups, partial 32-row blocks and (for f32-panel packing) partial column blocks.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -210,15 +211,29 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       const int64_t n = m * 32;
       const int16_t* g = y16.data() + rb * 32;
       const float* eb = ey.data() + rb;
-      // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (the kernels accumulate).
-      std::vector<float> d0 = random_vec(static_cast<size_t>(T * n), 11), d1 = d0;
-      ref.input_grad(g, ldy, eb, nR, T, p0, n, d0.data(), n);
-      k->input_grad(g, ldy, eb, nR, T, p0, n, d1.data(), n);
+      // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (accumulating in place).
+      const std::vector<float> start = random_vec(static_cast<size_t>(T * n), 11);
+      std::vector<float> d0 = start, d1 = start;
+      ref.input_grad(g, ldy, eb, nR, T, p0, n, {d0.data(), n, d0.data(), n});
+      k->input_grad(g, ldy, eb, nR, T, p0, n, {d1.data(), n, d1.data(), n});
       EXPECT_EQ(d1, d0) << "input grad, row block " << rb;
+      // The same sums out of place, into rows 3n apart, leaving the start and the gaps alone.
+      std::vector<float> o1(static_cast<size_t>(T * 3 * n), -7.0f);
+      k->input_grad(g, ldy, eb, nR, T, p0, n, {start.data(), n, o1.data(), 3 * n});
+      for (int64_t t = 0; t < T; ++t) {
+        ASSERT_TRUE(std::equal(d0.begin() + t * n, d0.begin() + (t + 1) * n, o1.begin() + t * 3 * n))
+            << "input grad out of place, row block " << rb << ", token " << t;
+        ASSERT_TRUE(std::all_of(o1.begin() + t * 3 * n + n, o1.begin() + (t + 1) * 3 * n, [](float v) { return v == -7.0f; }));
+      }
+      // Without a start: the same bits as onto zeros.
+      std::vector<float> z0(static_cast<size_t>(T * n), 0.0f), z1(static_cast<size_t>(T * n), 5.0f);
+      ref.input_grad(g, ldy, eb, nR, T, p0, n, {z0.data(), n, z0.data(), n});
+      k->input_grad(g, ldy, eb, nR, T, p0, n, {nullptr, 0, z1.data(), n});
+      EXPECT_EQ(z1, z0) << "input grad without a start, row block " << rb;
       // A ragged column count (f32/f16 weights whose rows are not whole 32-blocks).
       std::vector<float> e0(static_cast<size_t>(T * n), 0.0f), e1 = e0;
-      ref.input_grad(g, ldy, eb, nR, T, p0, n - 5, e0.data(), n);
-      k->input_grad(g, ldy, eb, nR, T, p0, n - 5, e1.data(), n);
+      ref.input_grad(g, ldy, eb, nR, T, p0, n - 5, {e0.data(), n, e0.data(), n});
+      k->input_grad(g, ldy, eb, nR, T, p0, n - 5, {nullptr, 0, e1.data(), n});
       EXPECT_EQ(e1, e0) << "input grad (ragged), row block " << rb;
     }
   }
