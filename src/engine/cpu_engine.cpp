@@ -552,7 +552,8 @@ class CpuEngine final : public FrozenEngine {
       // Measured on Zen 3 (2 threads, 64 and 128 tokens, f32 and f16 modes, the three
       // presets' q/k/gate/down of Q4_K, Q6_K and F16, dX time over the forward's, medians of
       // 3 interleaved runs of each mode, pooled): all 56 cases faster, 1.02-1.26x, mean
-      // 1.12x; Q4_0/Q8_0 in f32 mode at 128 tokens a median 1.07x. (The int8 tasks' packing is cheap: no gain there.)
+      // 1.12x; Q4_0/Q8_0 in f32 mode at 128 tokens a median 1.07x. (int8 tasks pack cheaply:
+      // no gain there.)
       const int64_t tpt = std::min(T, kTokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::F32, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {

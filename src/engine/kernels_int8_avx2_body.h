@@ -595,7 +595,7 @@ void grad_rows_avx2(const float* g, int64_t n, float* ey, int16_t* y, int64_t ld
 // Where the sums of an input-gradient call start from (GradOut::acc): nothing (0), D itself,
 // or another block A. Each is its own instantiation with plain pointer arguments: with a
 // GradOut and a null test in the loop GCC spilled, and the input gradient ran 1.3x slower
-// (Zen 3, one thread, Q4_0, 256 tokens); with A and D apart in every call, 5-10%.
+// (Zen 3, one thread, Q4_0, 256 tokens); with A and D apart in every call, up to 10%.
 enum class GradStart { Zero, InPlace, Apart };
 
 // D[t, c0 .. c0+8) = start + e[t] * isum[t] (the dot products of one column group), for NT
