@@ -127,7 +127,8 @@ nlcli::Register reg_train(
       sub.add_flag("--require-power", a->require_power, "background: only on external power");
       sub.add_option("--min-battery", a->min_battery, "background: only with the battery at least at X percent");
       sub.add_option("--window", a->window, "background: only inside this daily local time window, e.g. 23:00-07:00");
-      sub.add_option("--max-wall", a->max_wall, "background: stop (with a checkpoint) after S seconds of this session");
+      sub.add_option("--max-wall", a->max_wall,
+                     "background: stop (with a checkpoint) after S seconds of training in this session (not loading)");
       sub.add_option("--max-energy", a->max_energy, "background: stop after J joules (needs a readable energy counter)");
       sub.add_option("--sysfs-root", a->sysfs_root, "root of /sys (power supplies, energy), for tests")
           ->group("");
