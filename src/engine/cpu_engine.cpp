@@ -141,13 +141,24 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Tokens per int8 input-gradient task: at most kInt8TokensPerTask, fewer when T would leave
-// fewer token blocks than threads. Tasks run in the order (column range, token block), so
-// the threads share the weights while they stream through them; measured on Zen 1 with 2
-// threads, a 64-row loss chunk of the output head took 1.6-2.2x the forward's time as 4
-// column ranges of one token block, 1.4x as 2 x 32 tokens each. (f32 tasks take
-// kTokensPerTask tokens: see run_f32.)
-int64_t int8_grad_tokens_per_task(int64_t T, int64_t threads) {
+// Q4_0/Q8_0 tiles give the int8 kernels their quants as stored; other types are requantized.
+bool int8_native(const ResidentMatrix& m) {
+  return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
+}
+
+// Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
+// take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads.
+// Tasks run in the order (column range, token block), so the threads share the weights
+// while they stream through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of
+// the output head took 1.6-2.2x the forward's time as 4 column ranges of one token block,
+// 1.4x as 2 x 32 tokens each. The other types' tasks dequantize and requantize their panels,
+// as costly as the f32 tasks' dequantization, so they take kInt8TokensPerTask tokens
+// whatever the threads (as f32 tasks take kTokensPerTask: see run_f32). Measured on Zen 3
+// (2 threads, dX time over the forward's, medians of 3 interleaved runs, F16/Q4_K/Q6_K of
+// qwen2.5-1.5b and llama-3.2-1b q/k/gate/down and the output head): at 64 and 128 tokens
+// 1.06-1.43x faster (one case 0.99x), at 256 a median 1.05x (0.82-1.21x).
+int64_t int8_grad_tokens_per_task(const ResidentMatrix& m, int64_t T, int64_t threads) {
+  if (!int8_native(m)) return std::min(T, kInt8TokensPerTask);
   return std::min(kInt8TokensPerTask, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
 }
 
@@ -274,10 +285,6 @@ struct Int8GradRows {
     return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock;
   }
 };
-
-bool int8_native(const ResidentMatrix& m) {
-  return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
-}
 
 // Row groups [g, g + ng) (ng = 1 or 2: the AVX2 kernel shares each activation broadcast
 // between two groups) x tokens [t0, t1).
@@ -552,8 +559,8 @@ class CpuEngine final : public FrozenEngine {
       // Measured on Zen 3 (2 threads, 64 and 128 tokens, f32 and f16 modes, the three
       // presets' q/k/gate/down of Q4_K, Q6_K and F16, dX time over the forward's, medians of
       // 3 interleaved runs of each mode, pooled): all 56 cases faster, 1.02-1.26x, mean
-      // 1.12x; Q4_0/Q8_0 in f32 mode at 128 tokens a median 1.07x. (int8 tasks pack cheaply:
-      // no gain there.)
+      // 1.12x; Q4_0/Q8_0 in f32 mode at 128 tokens a median 1.07x. (The int8 rule:
+      // int8_grad_tokens_per_task.)
       const int64_t tpt = std::min(T, kTokensPerTask), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::F32, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
@@ -639,7 +646,7 @@ class CpuEngine final : public FrozenEngine {
                           T * engine::kGradRowBlock);
         }
       });
-      const int64_t tpt = int8_grad_tokens_per_task(T, pool_.size()), ntb = ceil_div(T, tpt);
+      const int64_t tpt = int8_grad_tokens_per_task(m, T, pool_.size()), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
