@@ -131,9 +131,9 @@ struct Timing {
 // The best of up to `max_reps` runs of each of two products after one warm-up run of each,
 // the runs alternating (a, b, a, b, ...) so that both see the same load on the machine:
 // their time ratio is a target, and this VM's speed drifts by 2x within seconds (timed one
-// after the other, one shape's ratio ranged 1.12-1.35 in four runs). Stops early once `budget_s` of
-// timed runs per product have passed (a slow kernel on a big shape still ends in bounded
-// time).
+// after the other, one shape's ratio ranged 1.12-1.35 in four runs). Stops early once
+// `budget_s` of timed runs per product have passed (a slow kernel on a big shape still ends
+// in bounded time).
 template <class A, class B>
 std::pair<Timing, Timing> best_of_alternating(A&& run_a, B&& run_b, int max_reps, double budget_s) {
   run_a();

@@ -320,11 +320,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     pause = std::make_unique<PauseControl>((fs::path(a.out) / "control").string(), true);
     gate = std::make_unique<BackgroundGate>(bc, *gate_clock, pause.get());
   }
-  // The wall-time budget counts from the first gate check, just before training starts:
-  // loading and setting up (the model, the pacer, the run record's writes) are not charged.
-  // (Charged from here, a 0.35 s budget was once used up before the first step, in a test
-  // under the load of the whole suite.)
-  double session_start = SystemClock().now_s();
+  double session_start = 0;  // set just before the first gate check (below)
   // Asks the gate; waits (with a checkpoint when the wait begins) until it says run. False: stop.
   auto gate_allows = [&](const std::function<TrainState()>& snapshot, std::string& reason) {
     if (!gate) return true;
@@ -435,6 +431,9 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   // The gate is asked before the first step too (a job started off-charger waits at once).
   const std::function<TrainState()> initial = [&] { return trainer.state(); };
   LoraAdapter trained;
+  // The wall-time budget counts from here: loading and setting up (the model, the pacer, the
+  // run record's writes) are not charged. (Charged from before the setup, a 0.35 s budget
+  // was once used up before the first step, in a test under the load of the whole suite.)
   session_start = SystemClock().now_s();
   if (trainer.finished() || gate_allows(initial, stop_reason)) {
     trained = trainer.run(on_step, on_val, at_boundary);

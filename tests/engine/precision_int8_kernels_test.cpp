@@ -223,7 +223,9 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       for (int64_t t = 0; t < T; ++t) {
         ASSERT_TRUE(std::equal(d0.begin() + t * n, d0.begin() + (t + 1) * n, o1.begin() + t * 3 * n))
             << "input grad out of place, row block " << rb << ", token " << t;
-        ASSERT_TRUE(std::all_of(o1.begin() + t * 3 * n + n, o1.begin() + (t + 1) * 3 * n, [](float v) { return v == -7.0f; }));
+        ASSERT_TRUE(std::all_of(o1.begin() + t * 3 * n + n, o1.begin() + (t + 1) * 3 * n,
+                                [](float v) { return v == -7.0f; }))
+            << "input grad out of place wrote past its columns, token " << t;
       }
       // Without a start: the same bits as onto zeros.
       std::vector<float> z0(static_cast<size_t>(T * n), 0.0f), z1(static_cast<size_t>(T * n), 5.0f);
