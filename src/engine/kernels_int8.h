@@ -174,6 +174,9 @@ const Int8Kernels& int8_kernels_scalar();
 const Int8Kernels* int8_kernels_avx2();
 const Int8Kernels* int8_kernels_avx2_plain();
 const Int8Kernels* int8_kernels_avx2_vnni();  // nullptr without AVX-VNNI (build or CPU)
+// The AVX-VNNI set's code with vpdpbusd emulated by AVX2 instructions (same bits, slower):
+// for tests on CPUs without AVX-VNNI. nullptr without AVX2; never chosen by the engine.
+const Int8Kernels* int8_kernels_avx2_vnni_emulated();
 // nullptr off aarch64; sdot kernels when the CPU has the dot-product extension, else the
 // widening ones (int8_kernels_neon_widening, also reachable directly for tests).
 const Int8Kernels* int8_kernels_neon();

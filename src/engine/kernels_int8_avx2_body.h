@@ -1,6 +1,7 @@
-// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled twice: by
-// kernels_int8_avx2.cpp for AVX2+FMA+F16C and by kernels_int8_avx2_vnni.cpp with AVX-VNNI
-// as well (NL_INT8_VNNI = 1). The including file sets the target pragma; everything here
+// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled three times: by
+// kernels_int8_avx2.cpp for AVX2+FMA+F16C, by kernels_int8_avx2_vnni.cpp with AVX-VNNI
+// as well (NL_INT8_VNNI = 1) and by kernels_int8_avx2_vnni_emulated.cpp, the VNNI set with
+// vpdpbusd emulated (for tests). The including file sets the target pragma; everything here
 // has internal linkage, so each compilation is its own set.
 //
 // The integer dot product, without VNNI, is vpmaddubsw (unsigned x signed bytes -> pairs
@@ -27,6 +28,9 @@
 #ifndef NL_INT8_VNNI
 #error "define NL_INT8_VNNI (0 or 1) and the target pragma before including kernels_int8_avx2_body.h"
 #endif
+#ifndef NL_INT8_VNNI_EMULATED
+#define NL_INT8_VNNI_EMULATED 0
+#endif
 
 // Without reassociation GCC keeps each token's int16 sums as the chains they are written as
 // instead of trees of all 32 products (fewer spills): the input gradient is 3-4% faster on
@@ -44,6 +48,22 @@ namespace {
 // groups share each activation broadcast, as nibble panels do. The integers are the same.
 // Without VNNI vpmaddubsw would saturate on pairs of 255 x 127, so the sign trick stays.
 inline constexpr bool kUnsignedActivations = NL_INT8_VNNI;
+
+#if NL_INT8_VNNI
+// vpdpbusd: sums + the four products of unsigned bytes u and signed bytes s per int32 lane.
+// With NL_INT8_VNNI_EMULATED the same integers from AVX2 instructions (bytes widened to
+// int16 by parity, two vpmaddwd: exact), so that CPUs without AVX-VNNI, and qemu, whose
+// TCG has none, run and test this set's code (kernels_int8_avx2_vnni_emulated.cpp).
+inline __m256i dpbusd(__m256i sums, __m256i u, __m256i s) {
+#if NL_INT8_VNNI_EMULATED
+  const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), u_odd = _mm256_srli_epi16(u, 8);
+  const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
+  return _mm256_add_epi32(sums, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+#else
+  return _mm256_dpbusd_avx_epi32(sums, u, s);
+#endif
+}
+#endif
 
 // q + 128 for signed bytes q: the sign bit flipped.
 inline __m256i flip_to_unsigned(__m256i q) { return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))); }
@@ -346,7 +366,7 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
 // (8 x 2 x 15 x 128 and 8 x 2 x 255 x 8 < 2^15; finish with unsigned_sums).
 inline __m256i dot_unsigned_chunk(__m256i sums, __m256i u, __m256i s) {
 #if NL_INT8_VNNI
-  return _mm256_dpbusd_avx_epi32(sums, u, s);
+  return dpbusd(sums, u, s);
 #else
   return _mm256_add_epi16(sums, _mm256_maddubs_epi16(u, s));
 #endif
@@ -354,7 +374,7 @@ inline __m256i dot_unsigned_chunk(__m256i sums, __m256i u, __m256i s) {
 // |w| times sign(q, w) for signed panels: widened per chunk without VNNI.
 inline __m256i dot_signed_chunk(__m256i sums, __m256i abs_w, __m256i signed_q) {
 #if NL_INT8_VNNI
-  return _mm256_dpbusd_avx_epi32(sums, abs_w, signed_q);
+  return dpbusd(sums, abs_w, signed_q);
 #else
   return _mm256_add_epi32(sums, _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_q), _mm256_set1_epi16(1)));
 #endif
@@ -383,7 +403,7 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
     if constexpr (kFlip) {
 #if NL_INT8_VNNI
       for (int t = 0; t < NT; ++t) {
-        part[t] = _mm256_dpbusd_avx_epi32(part[t], flip_to_unsigned(broadcast_chunk(x + t * ldx + xc_at)), wc);
+        part[t] = dpbusd(part[t], flip_to_unsigned(broadcast_chunk(x + t * ldx + xc_at)), wc);
         keep_in_register(part[t]);
       }
 #endif

@@ -30,7 +30,9 @@ std::vector<const Int8Kernels*> simd_sets() {
   if (nl::engine::int8_kernels_avx2_plain()) sets.push_back(nl::engine::int8_kernels_avx2_plain());
   if (nl::engine::int8_kernels_avx2_vnni()) sets.push_back(nl::engine::int8_kernels_avx2_vnni());
   else if (nl::engine::int8_kernels_avx2_plain())
-    std::printf("[int8] this CPU has no AVX-VNNI: the avx2-vnni set is not tested here\n");
+    std::printf("[int8] this CPU has no AVX-VNNI: the avx2-vnni set runs emulated only\n");
+  // The VNNI set's code with vpdpbusd emulated: tested on every AVX2 machine.
+  if (nl::engine::int8_kernels_avx2_vnni_emulated()) sets.push_back(nl::engine::int8_kernels_avx2_vnni_emulated());
   if (nl::engine::int8_kernels_neon()) sets.push_back(nl::engine::int8_kernels_neon());
   if (nl::engine::int8_kernels_neon_widening() &&
       nl::engine::int8_kernels_neon_widening() != nl::engine::int8_kernels_neon())

@@ -1,0 +1,38 @@
+// The AVX-VNNI int8 kernel set with vpdpbusd done by AVX2 instructions
+// (kernels_int8_avx2_body.h with NL_INT8_VNNI = NL_INT8_VNNI_EMULATED = 1), for tests: the
+// VNNI set's own code (unsigned activations against signed weights, the weight sums it
+// subtracts, flipped broadcasts) runs on any AVX2 CPU and under qemu, whose TCG has no
+// AVX-VNNI. Slower than both real sets; never chosen by the engine.
+#include "kernels_int8.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define NL_INT8_VNNI 1
+#define NL_INT8_VNNI_EMULATED 1
+#include "kernels_int8_avx2_body.h"
+#pragma GCC pop_options
+
+namespace nl::engine {
+
+const Int8Kernels* int8_kernels_avx2_vnni_emulated() {
+  static const bool cpu_has_it =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const Int8Kernels k = avx2_int8_kernels("avx2-vnni-emulated");
+  return cpu_has_it ? &k : nullptr;
+}
+
+}  // namespace nl::engine
+
+#else
+
+namespace nl::engine {
+const Int8Kernels* int8_kernels_avx2_vnni_emulated() { return nullptr; }
+}  // namespace nl::engine
+
+#endif
