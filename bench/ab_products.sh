@@ -1,37 +1,52 @@
 #!/usr/bin/env bash
-# A/B of two builds of the products benchmark (bench/products.cpp) on the same cases: runs
-# OLD and NEW in turn, ROUNDS times, keeps each one's best time per case and product, and
-# prints both, the dX/fwd ratios and NEW's speed-up (OLD time / NEW time), with geometric
-# means. Alternating the two programs makes both see the same load: on a shared VM the
-# same binary's times drift by 20-40% over minutes, so compare only figures of one A/B.
-#   bench/ab_products.sh OLD NEW [--rounds 3] -- [nl_bench_products options]
+# A/B of two builds of the products benchmark (bench/products.cpp) on the same cases: for
+# each model and weight type in turn, runs OLD and NEW ROUNDS times each (old, new, then
+# new, old, ...), keeps each one's best time per case and product, and prints both, the
+# dX/fwd ratios and NEW's speed-up (OLD time / NEW time), with geometric means. On a shared
+# VM the same binary's times drift by 20-40% over minutes; the two builds' runs of a case
+# are seconds apart here, and the order alternates, so both see about the same load.
+# Still, compare only figures of one A/B, and repeat it before believing a few percent.
+#   bench/ab_products.sh OLD NEW [--rounds 3] [--models a,b] [--types q4_0,...] -- \
+#     [other nl_bench_products options: --tokens --projs --precision --threads --reps ...]
 # OLD and NEW are nl_bench_products programs, e.g. one copied aside before a change:
 #   cp build-bench/bench/nl_bench_products /tmp/old   # ... change, rebuild, then
-#   bench/ab_products.sh /tmp/old build-bench/bench/nl_bench_products -- \
-#     --models qwen2.5-1.5b --types q4_0 --precision int8 --tokens 128,512 --threads 1
+#   bench/ab_products.sh /tmp/old build-bench/bench/nl_bench_products --types q4_0 -- \
+#     --precision int8 --tokens 128,512 --threads 1
 set -euo pipefail
-[ $# -ge 2 ] || { sed -n 2,11p "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n 2,14p "$0"; exit 2; }
 old=$1 new=$2; shift 2
 rounds=3
+models=qwen2.5-0.5b,qwen2.5-1.5b,llama-3.2-1b
+types=q4_0,q8_0,q4_K,q6_K,f16
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --types) types=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
-    *) echo "ab_products.sh: unknown option '$1' (options for the benchmark go after --)" >&2; exit 2 ;;
+    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+    *) echo "ab_products.sh: unknown option '$1' (the benchmark's other options go after --)" >&2; exit 2 ;;
   esac
 done
 for b in "$old" "$new"; do [ -x "$b" ] || { echo "ab_products.sh: $b is not an executable" >&2; exit 2; }; done
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for r in $(seq "$rounds"); do
-  for v in old new; do
-    bin=$old; [ "$v" = new ] && bin=$new
-    # The peaks are not needed here: given, so that no second of each run goes to them.
-    "$bin" "$@" --peak-gflops 1 --int8-peak-gops 1 --jsonl "$out/$v-$r.jsonl" >/dev/null
+n=0
+for model in ${models//,/ }; do
+  for type in ${types//,/ }; do
+    for r in $(seq "$rounds"); do
+      order="old new"; [ $((r % 2)) = 0 ] && order="new old"
+      for v in $order; do
+        bin=$old; [ "$v" = new ] && bin=$new
+        n=$((n + 1))
+        # The peaks are not needed here: given, so that no second of each run goes to them.
+        "$bin" --models "$model" --types "$type" "$@" --peak-gflops 1 --int8-peak-gops 1 \
+          --jsonl "$out/$v-$n.jsonl" >/dev/null
+      done
+    done
+    echo "ab_products.sh: $model $type done" >&2
   done
-  echo "ab_products.sh: round $r of $rounds done" >&2
 done
 
 python3 - "$out" <<'PY'
