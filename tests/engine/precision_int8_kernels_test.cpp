@@ -26,7 +26,7 @@ using nl::engine::Int8Kernels;
 
 std::vector<const Int8Kernels*> simd_sets() {
   std::vector<const Int8Kernels*> sets;
-  // Both AVX2 sets where the CPU runs them: the plain one and the AVX-VNNI one.
+  // The AVX2 sets where the CPU runs them: the plain one and the AVX-VNNI one.
   if (nl::engine::int8_kernels_avx2_plain()) sets.push_back(nl::engine::int8_kernels_avx2_plain());
   if (nl::engine::int8_kernels_avx2_vnni()) sets.push_back(nl::engine::int8_kernels_avx2_vnni());
   else if (nl::engine::int8_kernels_avx2_plain())
