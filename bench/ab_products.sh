@@ -13,6 +13,7 @@
 #   bench/ab_products.sh /tmp/old build-bench/bench/nl_bench_products --types q4_0 -- \
 #     --precision int8 --tokens 128,512 --threads 1
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n 2,14p "$0"; exit 0 ;; esac
 [ $# -ge 2 ] || { sed -n 2,14p "$0"; exit 2; }
 old=$1 new=$2; shift 2
 rounds=3
@@ -24,7 +25,6 @@ while [ $# -gt 0 ]; do
     --models) models=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n 2,14p "$0"; exit 0 ;;
     *) echo "ab_products.sh: unknown option '$1' (the benchmark's other options go after --)" >&2; exit 2 ;;
   esac
 done
