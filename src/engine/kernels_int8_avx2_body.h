@@ -247,30 +247,37 @@ void normalize_grad_scales_avx2(GradPanel& p) {
   }
 }
 
-void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
-  const bool q4 = m.type == QType::Q4_0;
-  const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
-  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
-  p.resize(b1 - b0);
-  const __m256i low = _mm256_set1_epi8(0x0F);
+// pack_grad_tiles for one weight type (kQ4: Q4_0, else Q8_0). kFull: the row block's 32
+// rows all exist, so the tiles are addressed once per block and no row is checked. Written
+// with the type and the row checks decided at run time, GCC kept the loop state on the stack
+// and branched per row: a task's packing took 3.5x the forward's on the same bytes (Zen 3,
+// 8960 x 1536 Q4_0, 256 columns), 7% of the input gradient's task.
+template <bool kQ4, bool kFull>
+void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  constexpr size_t kQuantBytes = kQ4 ? 16 : 32;  // one row's quants in a tile
+  const __m256i low = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  // (Padded rows: nibbles of 8, value 0.)
+  const __m128i padding = kQ4 ? _mm_set1_epi8(static_cast<char>(0x88)) : _mm_setzero_si128();
   for (int64_t b = b0; b < b1; ++b) {
     __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
     float* scales = p.rho.data() + (b - b0) * 32;
     for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
       const int64_t g = rb * 4 + gi;
-      const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
-      tile_scales(tile, nr, scales + 8 * gi);
+      if (kFull)
+        _mm256_storeu_ps(scales + 8 * gi, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile))));
+      else
+        tile_scales(tile, nr, scales + 8 * gi);
+      const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
       for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
         const int64_t i0 = 4 * (k - 2 * gi);
-        for (int half = 0; half < (q4 ? 1 : 2); ++half) {
-          // (Padded rows: nibbles of 8, value 0.)
-          const __m128i padding = q4 ? _mm_set1_epi8(static_cast<char>(0x88)) : _mm_setzero_si128();
+        for (int half = 0; half < (kQ4 ? 1 : 2); ++half) {
           __m128i r[4];
           for (int64_t s = 0; s < 4; ++s)
-            r[s] = i0 + s < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                                     tile + static_cast<size_t>(nr) * 2 + (i0 + s) * quant_bytes + half * 16))
-                               : padding;
+            r[s] = kFull || i0 + s < nr
+                       ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + (i0 + s) * kQuantBytes + half * 16))
+                       : padding;
           // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
           const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
           const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
@@ -278,8 +285,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
               _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
           const __m256i cols8_15 =
               _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
-          if (q4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31; values u - 8
-            const __m256i eight = _mm256_set1_epi8(8);
+          if (kQ4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31; values u - 8
             const auto value = [&](__m256i u) { return _mm256_sub_epi8(_mm256_and_si256(u, low), eight); };
             _mm256_storeu_si256(out + 0 * 8 + k, value(cols0_7));
             _mm256_storeu_si256(out + 1 * 8 + k, value(cols8_15));
@@ -293,6 +299,16 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
       }
     }
   }
+}
+
+void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(b1 - b0);
+  if (q4)
+    full ? pack_grad_tiles_kind<true, true>(m, rb, b0, b1, p) : pack_grad_tiles_kind<true, false>(m, rb, b0, b1, p);
+  else
+    full ? pack_grad_tiles_kind<false, true>(m, rb, b0, b1, p) : pack_grad_tiles_kind<false, false>(m, rb, b0, b1, p);
   normalize_grad_scales_avx2(p);
 }
 
