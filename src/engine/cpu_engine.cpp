@@ -67,7 +67,6 @@ constexpr int64_t kTokensPerTask = 128;
 // against 64 tokens, 256 made Q4_K/F16 products 15-35% faster (forward up at 512 tokens
 // 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
 constexpr int64_t kInt8TokensPerTask = 256;
-constexpr int64_t kF32GradColsPerTask = 128;
 // Rows of W per f32 forward task: three row groups, the AVX2 kernel's 24 output columns.
 constexpr int64_t kForwardTaskRows = 3 * kTileRows;
 // Tasks (of kForwardTaskRows rows) per band of the f32 forward product (see run_f32).
@@ -115,13 +114,13 @@ int64_t forward_chunk_cols(const engine::PanelKernels& k, const ResidentMatrix& 
   return std::min(m.cols, std::max(unit, k.forward_chunk_cols / unit * unit));
 }
 
-// Column widths of the input-gradient tasks, in column units. Measured on the qwen2.5-0.5b
-// shapes (Zen 1, 2 threads, 256 tokens): the f32 kernel is 5-10% faster with 128 columns
-// than with 256 (with 64-token tasks, whose dX slice then fit the L1 cache; the same for the
-// K-quants, whose super-blocks dequantize by halves) and 10% slower with 512; the int8
-// kernel is 10% slower with 128 than with 256 or 512.
-int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
-  const int64_t target = p == Precision::Int8 ? 256 : kF32GradColsPerTask, unit = column_unit(m);
+// Column widths of the input-gradient tasks, in column units: the kernel set's for f32 (and
+// f16) tasks (PanelKernels::grad_cols_per_task; on Zen 1, 2 threads, 256 tokens, the f32
+// kernel was 5-10% faster on the qwen2.5-0.5b shapes with 128 columns than with 256, with
+// 64-token tasks then), 256 for int8 tasks (measured on Zen 1: 10% slower with 128, the same
+// with 512).
+int64_t input_grad_cols_per_task(const engine::PanelKernels& k, const ResidentMatrix& m, Precision p) {
+  const int64_t target = p == Precision::Int8 ? 256 : k.grad_cols_per_task, unit = column_unit(m);
   return std::max(unit, target / unit * unit);
 }
 
@@ -132,9 +131,10 @@ int64_t input_grad_cols_per_task(const ResidentMatrix& m, Precision p) {
 // 256, 256, 256 and 128 columns one of two threads idled for a quarter of the product.)
 struct ColumnRanges {
   int64_t n = 0, blocks = 0, block = 0, cols = 0;
-  ColumnRanges(const ResidentMatrix& m, Precision p, int64_t token_blocks, int64_t threads)
+  ColumnRanges(const engine::PanelKernels& k, const ResidentMatrix& m, Precision p, int64_t token_blocks,
+               int64_t threads)
       : blocks(ceil_div(m.cols, column_unit(m))), block(column_unit(m)), cols(m.cols) {
-    n = ceil_div(blocks, input_grad_cols_per_task(m, p) / block);
+    n = ceil_div(blocks, input_grad_cols_per_task(k, m, p) / block);
     while ((n * token_blocks) % threads != 0 && n < blocks) ++n;
   }
   int64_t begin(int64_t i) const { return std::min(cols, i * blocks / n * block); }
@@ -200,7 +200,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   void reserve_for(const engine::PanelKernels& k, const ResidentMatrix& m) {
     int64_t n_floats = std::max(kTileRows * m.cols, kForwardTaskRows * forward_chunk_cols(k, m)), grad_blocks = 0;
     for (const Precision p : {Precision::F32, Precision::Int8}) {
-      const int64_t cb = input_grad_cols_per_task(m, p);
+      const int64_t cb = input_grad_cols_per_task(k, m, p);
       for (const int64_t w : {std::min(cb, m.cols), m.cols % cb}) {
         if (w == 0) continue;
         n_floats = std::max({n_floats, grad_panel_rows(k, w) * w, engine::kGradRowBlock * w});
@@ -208,7 +208,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
       }
     }
     if (static_cast<int64_t>(floats.size()) < n_floats) floats.resize(static_cast<size_t>(n_floats));
-    const int64_t n_dx = kInt8TokensPerTask * std::min(input_grad_cols_per_task(m, Precision::Int8), m.cols);
+    const int64_t n_dx = kInt8TokensPerTask * std::min(input_grad_cols_per_task(k, m, Precision::Int8), m.cols);
     if (static_cast<int64_t>(dx_block.size()) < n_dx) dx_block.resize(static_cast<size_t>(n_dx));
     const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
     for (engine::ForwardPanel& p : forward8)
@@ -562,7 +562,7 @@ class CpuEngine final : public FrozenEngine {
       // 1.12x; Q4_0/Q8_0 in f32 mode at 128 tokens a median 1.07x. (The int8 rule:
       // int8_grad_tokens_per_task.)
       const int64_t tpt = std::min(T, kTokensPerTask), ntb = ceil_div(T, tpt);
-      const ColumnRanges ranges(m, Precision::F32, ntb, pool_.size());
+      const ColumnRanges ranges(kernels_, m, Precision::F32, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const auto [cb, tb] = banded_task(i, ranges.n, ntb, kGradBandRanges);
         input_grad_task(kernels_, m, scratch(worker), in, out, ranges.begin(cb), ranges.end(cb), tb * tpt,
@@ -647,7 +647,7 @@ class CpuEngine final : public FrozenEngine {
         }
       });
       const int64_t tpt = int8_grad_tokens_per_task(m, T, pool_.size()), ntb = ceil_div(T, tpt);
-      const ColumnRanges ranges(m, Precision::Int8, ntb, pool_.size());
+      const ColumnRanges ranges(kernels_, m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
         input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, ranges.begin(cb),

@@ -31,9 +31,14 @@ struct PanelKernels {
                      float* D, int64_t ldd);
   // Floats of W (rows x the task's columns) in the panel the engine dequantizes per
   // input_grad call. A kernel reading the panel in place wants it in L1 (8192: 32 KiB); the
-  // AVX2 one copies each column slab to a contiguous buffer, so its panels can be taller
-  // (16384): D passes through the registers half as often.
+  // AVX2 one copies each column slab to a contiguous buffer, so its panels can be larger
+  // than L1 (32768: 128 rows of a 256-column task): D passes through the registers once
+  // per 128 rows.
   int64_t grad_panel_floats;
+  // Columns of dX per input-gradient task (f32 and f16 modes): each task reads all of dY's
+  // rows for its tokens, so wider tasks read dY fewer times (what tall matrices, whose dY
+  // rows are long, need); narrower ones keep the task's block of dX closer to L1.
+  int64_t grad_cols_per_task;
 };
 
 const PanelKernels& scalar_kernels();

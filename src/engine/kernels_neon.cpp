@@ -217,7 +217,8 @@ void input_grad_neon(const float* G, int64_t ldg, int64_t nt, const float* P, in
 
 const PanelKernels* neon_kernels() {
   static const PanelKernels k{"neon", dequantize_tiles_neon, forward_neon, /*forward_chunk_cols=*/0,
-                                input_grad_neon, /*grad_panel_floats=*/8192};
+                                input_grad_neon, /*grad_panel_floats=*/8192,
+                                /*grad_cols_per_task=*/128};
   return &k;
 }
 

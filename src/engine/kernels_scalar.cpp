@@ -30,7 +30,8 @@ void input_grad_scalar(const float* G, int64_t ldg, int64_t nt, const float* P, 
 
 const PanelKernels& scalar_kernels() {
   static const PanelKernels k{"scalar", dequantize_tiles_scalar, forward_scalar, /*forward_chunk_cols=*/0,
-                                input_grad_scalar, /*grad_panel_floats=*/8192};
+                                input_grad_scalar, /*grad_panel_floats=*/8192,
+                                /*grad_cols_per_task=*/128};
   return k;
 }
 

@@ -5,7 +5,8 @@
 // one input-gradient panel (53 > 48 or 32 rows: dX is carried across panels), token counts that are not a
 // multiple of the engine's token block nor of the kernels' register blocks, one token, and
 // bands of f32 tasks with a partial last band: 141 rows (18 row groups: a forward band of
-// 16 and one of 2), 640 or 768 columns (5 or 6 input-gradient column ranges: bands of 4).
+// 16 and one of 2), 640 or 768 columns (5 or 6 input-gradient column ranges of 128: bands of
+// 4) and 1312 or 1536 (6 ranges of 256, the AVX2 set's width).
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -101,8 +102,10 @@ TEST_P(TiledProducts, EveryInstructionSetMatchesTheScalarReference) {
   const bool kquant = type == QType::Q4_K || type == QType::Q6_K;
   // Columns: K-quants need whole 256-element super-blocks.
   const std::vector<Shape> shapes =
-      kquant ? std::vector<Shape>{{13, 256, 1}, {53, 512, 67}, {8, 768, 5}, {141, 256, 130}, {13, 768, 130}}
-             : std::vector<Shape>{{13, 96, 1}, {53, 160, 67}, {8, 544, 5}, {27, 32, 130}, {141, 64, 130}, {27, 640, 130}};
+      kquant ? std::vector<Shape>{{13, 256, 1}, {53, 512, 67}, {8, 768, 5}, {141, 256, 130}, {13, 768, 130},
+                                  {13, 1536, 130}}
+             : std::vector<Shape>{{13, 96, 1},     {53, 160, 67},  {8, 544, 5},     {27, 32, 130},
+                                  {141, 64, 130},  {27, 640, 130}, {27, 1312, 130}};
   for (const Shape& s : shapes) {
     SCOPED_TRACE(std::string(nl::qtype_name(type)) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                  " T=" + std::to_string(s.T));
