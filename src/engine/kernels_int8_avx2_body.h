@@ -114,11 +114,13 @@ inline int32_t lane_sum(__m256i v) {
   return _mm_cvtsi128_si32(s4);
 }
 
-// max |v| of 32 values (exact in any order).
+// max |v| of 32 values, exact in any order, a NaN dropped as std::max(m, NaN) drops it in
+// the scalar definitions: vmaxps returns its second operand when either is a NaN, so a
+// running maximum taken second never becomes one.
 inline float max_abs(const __m256 v[4]) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
-                                 _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+  __m256 m = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_movehdup_ps(h));

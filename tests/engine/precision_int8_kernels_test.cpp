@@ -254,6 +254,75 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
                          });
 
+// Equal floats, or NaN both (a NaN's payload may differ between conversions).
+bool same_floats(const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+// A hostile or odd file's tile scales (infinities, a NaN, subnormals, -0, the largest f16)
+// reach every set's tile packers the same way: the same bytes, scales, ratios and rho16.
+TEST(Int8Kernels, TilePackersAgreeOnExtremeScales) {
+  const uint16_t odd[] = {0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8000, 0x7BFF, 0x03FF};
+  for (const QType type : {QType::Q4_0, QType::Q8_0}) {
+    SCOPED_TRACE(nl::qtype_info(type).name);
+    const Tiled w(type, 45, 96, 6);
+    nl::engine::TiledMatrix tiles = w.tiles;
+    // Rows of full and partial groups, in both row blocks, in several column blocks.
+    int k = 0;
+    for (int64_t row : {0, 5, 9, 17, 31, 33, 44})
+      for (int64_t b : {0, 2}) {
+        uint8_t* tile = const_cast<uint8_t*>(tiles.tile(row / 8, b));
+        std::memcpy(tile + (row % 8) * 2, &odd[k++ % 7], 2);
+      }
+    const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+    for (const Int8Kernels* set : simd_sets()) {
+      SCOPED_TRACE(set->isa);
+      for (int64_t g = 0; g < tiles.n_groups(); ++g) {
+        ForwardPanel p0, p1;
+        ref.pack_forward_tiles(tiles, g, p0);
+        set->pack_forward_tiles(tiles, g, p1);
+        ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + 3 * 256, p1.q.begin())) << "forward panel, group " << g;
+        ASSERT_TRUE(same_floats(p0.d.data(), p1.d.data(), 3 * 8)) << "forward scales, group " << g;
+      }
+      for (int64_t rb = 0; rb < 2; ++rb) {
+        GradPanel p0, p1;
+        ref.pack_grad_tiles(tiles, rb, 0, 3, p0);
+        set->pack_grad_tiles(tiles, rb, 0, 3, p1);
+        ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + 3 * 1024, p1.q.begin())) << "grad panel " << rb;
+        ASSERT_TRUE(same_floats(p0.rho.data(), p1.rho.data(), 3 * 32)) << "grad ratios " << rb;
+        ASSERT_TRUE(same_floats(p0.m.data(), p1.m.data(), 3)) << "grad scale bounds " << rb;
+        ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + 3 * 32, p1.rho16.begin())) << "rho16 " << rb;
+      }
+    }
+  }
+}
+
+// A diverged step's dY (a NaN, infinities) gets the same scales and int16 values from
+// every set: the NaN is dropped from the block maximum, as std::max drops it in the definition.
+TEST(Int8Kernels, GradRowsAgreeOnNonFiniteValues) {
+  std::vector<float> g = random_vec(96, 13);
+  for (int r = 1; r < 32; r += 2) g[static_cast<size_t>(r)] = NAN;  // block 0: NaNs among finite values
+  g[40] = INFINITY;     // block 1: an infinity (scale inf, every value -32768 or 0)
+  g[64] = -INFINITY;    // block 2: both
+  g[65] = NAN;
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  std::vector<float> ey0(3);
+  std::vector<int16_t> y0(96);
+  ref.grad_rows(g.data(), 96, ey0.data(), y0.data(), 32);
+  EXPECT_TRUE(std::isfinite(ey0[0])) << "the NaN is not the block's maximum";
+  EXPECT_EQ(y0[3], -32768);
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    std::vector<float> ey1(3, -1.0f);
+    std::vector<int16_t> y1(96, 7);
+    k->grad_rows(g.data(), 96, ey1.data(), y1.data(), 32);
+    EXPECT_TRUE(same_floats(ey0.data(), ey1.data(), 3));
+    EXPECT_EQ(y1, y0);
+  }
+}
+
 // Weights that are not Q4_0/Q8_0 are requantized per (row, 32 columns) from the f32 panel:
 // the forward and input-gradient packers must produce the same int8 weights and scales (the
 // input-gradient panel holds each block's largest |scale| m and the ratios scale / m).
