@@ -133,15 +133,17 @@ void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
   });
 }
 
-// R rows x NT tokens of Y, each a dot product over n columns.
+// R rows x NT tokens of Y, each a dot product over n columns (a multiple of 4: the
+// columns past the last whole vector are forward_neon's). With a loop for those columns in
+// this function's epilogue (inline or called), GCC 12 kept the 16 accumulators in memory
+// and stored them on every iteration of the main loop (8 stores per 16 FMAs).
 template <int R, int NT>
 inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t ldp, int64_t n, float* Y, int64_t ldy,
                           bool accumulate) {
   float32x4_t acc[NT][R];
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < R; ++r) acc[t][r] = vdupq_n_f32(0.0f);
-  int64_t k = 0;
-  for (; k + 4 <= n; k += 4) {
+  for (int64_t k = 0; k < n; k += 4) {
     float32x4_t w[R];
     for (int r = 0; r < R; ++r) w[r] = vld1q_f32(P + r * ldp + k);
     for (int t = 0; t < NT; ++t) {
@@ -151,8 +153,7 @@ inline void forward_block(const float* X, int64_t ldx, const float* P, int64_t l
   }
   for (int t = 0; t < NT; ++t)
     for (int r = 0; r < R; ++r) {
-      float s = vaddvq_f32(acc[t][r]);
-      for (int64_t j = k; j < n; ++j) s += X[t * ldx + j] * P[r * ldp + j];
+      const float s = vaddvq_f32(acc[t][r]);
       Y[t * ldy + r] = accumulate ? Y[t * ldy + r] + s : s;
     }
 }
@@ -167,9 +168,17 @@ inline void forward_rows(const float* X, int64_t ldx, int64_t nt, const float* P
 
 void forward_neon(const float* X, int64_t ldx, int64_t nt, const float* P, int64_t ldp, int64_t nr, int64_t n,
                   float* Y, int64_t ldy, bool accumulate) {
+  const int64_t n4 = n & ~int64_t{3};
   int64_t i = 0;
-  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
-  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n, Y + i, ldy, accumulate);
+  for (; i + 4 <= nr; i += 4) forward_rows<4>(X, ldx, nt, P + i * ldp, ldp, n4, Y + i, ldy, accumulate);
+  for (; i < nr; ++i) forward_rows<1>(X, ldx, nt, P + i * ldp, ldp, n4, Y + i, ldy, accumulate);
+  if (n4 < n)  // the last 1-3 columns, added in order
+    for (int64_t t = 0; t < nt; ++t)
+      for (i = 0; i < nr; ++i) {
+        float s = Y[t * ldy + i];
+        for (int64_t j = n4; j < n; ++j) s += X[t * ldx + j] * P[i * ldp + j];
+        Y[t * ldy + i] = s;
+      }
 }
 
 // NT tokens x (V vectors of 4 columns) of D in registers over the nr panel rows.
