@@ -35,7 +35,7 @@ if [ -z "$bin" ]; then
   cmake --build "$build" -j "$jobs" --target "${targets[@]}" >&2
   bin=$build/nl_arm64_icount
   rm -f "$bin"
-  aarch64-linux-gnu-g++ -Iinclude -march=armv8.2-a+dotprod -O2 -std=gnu++20 -static bench/arm64_icount.cpp \
+  aarch64-linux-gnu-g++ -Iinclude -march=armv8-a -O2 -std=gnu++20 -static bench/arm64_icount.cpp \
     "${archives[@]}" -lpcre2-8 -pthread -o "$bin" 2>&1 | { grep -v "getaddrinfo\|in function" >&2 || true; }
 fi
 [ -x "$bin" ] || { echo "arm64_icount: no program $bin (build failed?)" >&2; exit 1; }

@@ -2,7 +2,8 @@
 # Builds nightlora (Release) and runs the whole test suite with ctest: unit tests, the
 # reference comparisons (PyTorch, the npm peers), the hostile-input tests under
 # ASan/UBSan, and the kernel-level tests cross-compiled for arm64 and run under qemu
-# (scripts/arm64.sh, ctest entries arm64.*). Installs what it needs first
+# twice (scripts/arm64.sh; ctest entries arm64.* with -cpu max, arm64-a53.* with
+# -cpu cortex-a53, an ARMv8.0 core without dotprod). Installs what it needs first
 # (scripts/setup.sh is quick when all is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -177,10 +177,12 @@ const Int8Kernels* int8_kernels_avx2_vnni();  // nullptr without AVX-VNNI (build
 // The AVX-VNNI set's code with vpdpbusd emulated by AVX2 instructions (same bits, slower):
 // for tests on CPUs without AVX-VNNI. nullptr without AVX2; never chosen by the engine.
 const Int8Kernels* int8_kernels_avx2_vnni_emulated();
-// nullptr off aarch64; sdot kernels when the CPU has the dot-product extension, else the
-// widening ones (int8_kernels_neon_widening, also reachable directly for tests).
+// nullptr off aarch64; the sdot set when the CPU has the dot-product extension, else the
+// widening one of the ARMv8.0 baseline. Both are also reachable directly for tests (the sdot
+// one is nullptr on a CPU without the extension).
 const Int8Kernels* int8_kernels_neon();
 const Int8Kernels* int8_kernels_neon_widening();
+const Int8Kernels* int8_kernels_neon_dotprod();
 // The int8 kernels for the isa of the engine's panel kernels ("scalar", "avx2", "neon").
 const Int8Kernels& int8_kernels_for(const std::string& isa);
 

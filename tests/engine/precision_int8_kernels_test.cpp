@@ -12,6 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
+
 #include "../../src/engine/kernels_int8.h"
 #include "../../src/engine/tile_layout.h"
 #include "nightlora/quant/qtype.h"
@@ -33,10 +37,11 @@ std::vector<const Int8Kernels*> simd_sets() {
     std::printf("[int8] this CPU has no AVX-VNNI: the avx2-vnni set runs emulated only\n");
   // The VNNI set's code with vpdpbusd emulated: tested on every AVX2 machine.
   if (nl::engine::int8_kernels_avx2_vnni_emulated()) sets.push_back(nl::engine::int8_kernels_avx2_vnni_emulated());
-  if (nl::engine::int8_kernels_neon()) sets.push_back(nl::engine::int8_kernels_neon());
-  if (nl::engine::int8_kernels_neon_widening() &&
-      nl::engine::int8_kernels_neon_widening() != nl::engine::int8_kernels_neon())
-    sets.push_back(nl::engine::int8_kernels_neon_widening());
+  // The NEON sets: the widening one on every arm64 CPU, the sdot one where the CPU has it.
+  if (nl::engine::int8_kernels_neon_widening()) sets.push_back(nl::engine::int8_kernels_neon_widening());
+  if (nl::engine::int8_kernels_neon_dotprod()) sets.push_back(nl::engine::int8_kernels_neon_dotprod());
+  else if (nl::engine::int8_kernels_neon_widening())
+    std::printf("[int8] this CPU has no dot-product extension: the neon-dotprod set is not run\n");
   if (sets.empty()) std::printf("[int8] no SIMD int8 kernels on this machine: only the scalar set is tested\n");
   return sets;
 }
@@ -64,6 +69,23 @@ struct Tiled {
     tiles = nl::engine::make_tiles(view);
   }
 };
+
+// On arm64 the engine takes the sdot set exactly when the kernel reports the dot-product
+// extension (HWCAP_ASIMDDP, bit 20 of AT_HWCAP), else the ARMv8.0 widening set: the arm64
+// tests run under qemu both ways (-cpu max and -cpu cortex-a53).
+TEST(Int8Kernels, NeonSetFollowsTheCpu) {
+#if defined(__aarch64__)
+  const bool dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;
+  ASSERT_NE(nl::engine::int8_kernels_neon(), nullptr);
+  EXPECT_EQ(nl::engine::int8_kernels_neon()->isa, std::string(dotprod ? "neon-dotprod" : "neon"));
+  EXPECT_EQ(nl::engine::int8_kernels_neon_dotprod() != nullptr, dotprod);
+  EXPECT_EQ(&nl::engine::int8_kernels_for("neon"), nl::engine::int8_kernels_neon());
+#else
+  EXPECT_EQ(nl::engine::int8_kernels_neon(), nullptr);
+  EXPECT_EQ(nl::engine::int8_kernels_neon_widening(), nullptr);
+  EXPECT_EQ(nl::engine::int8_kernels_neon_dotprod(), nullptr);
+#endif
+}
 
 TEST(Int8Kernels, QuantizerMatchesTheScalarDefinition) {
   // 32 * 5 + 7 values: whole blocks and a zero-padded tail; one block all zeros, one with

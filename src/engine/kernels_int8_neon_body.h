@@ -1,0 +1,449 @@
+// The NEON int8 kernels (layouts and arithmetic: kernels_int8.h), compiled twice: by
+// kernels_int8_neon.cpp for the arm64 baseline (ARMv8.0, every phone core), whose dot
+// products are vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate), and by
+// kernels_int8_neon_dotprod.cpp for ARMv8.2 with the dot-product extension
+// (NL_INT8_DOTPROD = 1): sdot (vdotq_laneq_s32) multiplies a 4-byte chunk of the
+// activations, selected by lane, with 4 bytes of 4 panel lanes and adds into 4 int32. The
+// including file sets the target pragma; everything here has internal linkage, so each
+// compilation is its own set. Both read the same panels and give the same integers.
+//
+// In forward panels Q4_0 nibbles (0..15) are valid signed bytes, so the nibble offset is the
+// same "- 8 * sum q" as on AVX2; input-gradient panels hold the values u - 8 (signed), which
+// need no offset. As on AVX2, the products go 4 tokens at a time, so each weight chunk is
+// loaded once per 4 tokens. The tile packers are AVX2's in NEON: 4x4 dword transposes of a
+// tile's rows (forward) or four rows' bytes interleaved with vst4 (input grad), the type
+// decided at compile time; the float packers quantize with quantize_row_neon.
+#pragma once
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "kernels_int8.h"
+
+#ifndef NL_INT8_DOTPROD
+#error "define NL_INT8_DOTPROD (0 or 1) and the target pragma before including kernels_int8_neon_body.h"
+#endif
+
+namespace nl::engine {
+namespace {
+
+// max |v| of 32 values: exact in any order, and vmaxnm drops a NaN as std::max(m, NaN) does
+// in the scalar definitions.
+inline float max_abs(const float32x4_t v[8]) {
+  float32x4_t m = vdupq_n_f32(0.0f);
+  for (int i = 0; i < 8; ++i) m = vmaxnmq_f32(m, vabsq_f32(v[i]));
+  return vmaxnmvq_f32(m);
+}
+
+// round_to_int16 of 4 values (kernels_int8.h): half to even, and -32768 past int16 (a NaN).
+inline int16x4_t to_int16(float32x4_t v) {
+  return vqmovn_s32(vbslq_s32(vcaleq_f32(v, vdupq_n_f32(32767.0f)), vcvtnq_s32_f32(v), vdupq_n_s32(-32768)));
+}
+
+void quantize_block_neon(const float* v, int8_t* q, float* d, int32_t* sum) {
+  float32x4_t x[8];
+  for (int i = 0; i < 8; ++i) x[i] = vld1q_f32(v + 4 * i);
+  const float amax = max_abs(x);
+  const float scale = amax / 127.0f;
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  int32x4_t s = vdupq_n_s32(0);
+  int16x8_t h[4];
+  for (int i = 0; i < 4; ++i) {
+    const int32x4_t a = vcvtnq_s32_f32(vmulq_n_f32(x[2 * i], inv));  // round half to even
+    const int32x4_t b = vcvtnq_s32_f32(vmulq_n_f32(x[2 * i + 1], inv));
+    s = vaddq_s32(s, vaddq_s32(a, b));
+    h[i] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+  }
+  vst1q_s8(q, vcombine_s8(vqmovn_s16(h[0]), vqmovn_s16(h[1])));
+  vst1q_s8(q + 16, vcombine_s8(vqmovn_s16(h[2]), vqmovn_s16(h[3])));
+  *d = scale;
+  *sum = vaddvq_s32(s);
+}
+
+void quantize_row_neon(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
+  int64_t b = 0;
+  for (; (b + 1) * kQ8Block <= n; ++b) quantize_block_neon(x + b * kQ8Block, q + b * kQ8Block, d + b, sum + b);
+  if (b * kQ8Block < n) {
+    float v[kQ8Block] = {};
+    std::memcpy(v, x + b * kQ8Block, static_cast<size_t>(n - b * kQ8Block) * sizeof(float));
+    quantize_block_scalar(v, q + b * kQ8Block, d + b, sum + b);
+  }
+}
+
+// Dot products of the 8 lanes of one 32-value panel block (8 chunks of 32 bytes at w) with
+// NT tokens' activation blocks: lanes 0..3 of token t in lo[t], 4..7 in hi[t]. Each weight
+// chunk is loaded once for the NT tokens. sdot takes token t's values 0..15 in x0[t] and
+// 16..31 in x1[t]; the widening products read its 32 int8 at x + t * ldx.
+#if NL_INT8_DOTPROD
+template <int NT>
+inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
+                            int32x4_t hi[NT]) {
+  for (int t = 0; t < NT; ++t) lo[t] = hi[t] = vdupq_n_s32(0);
+  // The lane of vdotq_laneq_s32 must be a constant: chunk c is lane c % 4 of x0 or x1.
+#define NL_SDOT_CHUNK(c, xv, lane)                                        \
+  {                                                                       \
+    const int8x16_t wa = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32));     \
+    const int8x16_t wb = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32 + 16)); \
+    for (int t = 0; t < NT; ++t) {                                        \
+      lo[t] = vdotq_laneq_s32(lo[t], wa, xv[t], lane);                    \
+      hi[t] = vdotq_laneq_s32(hi[t], wb, xv[t], lane);                    \
+    }                                                                     \
+  }
+  NL_SDOT_CHUNK(0, x0, 0)
+  NL_SDOT_CHUNK(1, x0, 1)
+  NL_SDOT_CHUNK(2, x0, 2)
+  NL_SDOT_CHUNK(3, x0, 3)
+  NL_SDOT_CHUNK(4, x1, 0)
+  NL_SDOT_CHUNK(5, x1, 1)
+  NL_SDOT_CHUNK(6, x1, 2)
+  NL_SDOT_CHUNK(7, x1, 3)
+#undef NL_SDOT_CHUNK
+}
+#endif
+
+template <int NT>
+inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
+  int32x4_t acc[NT][4];
+  for (int t = 0; t < NT; ++t)
+    for (int k = 0; k < 4; ++k) acc[t][k] = vdupq_n_s32(0);
+  for (int c = 0; c < 8; ++c) {
+    const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
+    for (int t = 0; t < NT; ++t) {
+      int32_t chunk;
+      std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
+      const int8x8_t xc = vreinterpret_s8_s32(vdup_n_s32(chunk));
+      // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums].
+      acc[t][0] = vpadalq_s16(acc[t][0], vmull_s8(vget_low_s8(w0), xc));
+      acc[t][1] = vpadalq_s16(acc[t][1], vmull_s8(vget_high_s8(w0), xc));
+      acc[t][2] = vpadalq_s16(acc[t][2], vmull_s8(vget_low_s8(w1), xc));
+      acc[t][3] = vpadalq_s16(acc[t][3], vmull_s8(vget_high_s8(w1), xc));
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    lo[t] = vpaddq_s32(acc[t][0], acc[t][1]);
+    hi[t] = vpaddq_s32(acc[t][2], acc[t][3]);
+  }
+}
+
+template <int NT>
+inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
+#if NL_INT8_DOTPROD
+  int8x16_t x0[NT], x1[NT];
+  for (int t = 0; t < NT; ++t) {
+    x0[t] = vld1q_s8(x + t * ldx);
+    x1[t] = vld1q_s8(x + t * ldx + 16);
+  }
+  dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
+#else
+  dot_tokens_widening<NT>(w, x, ldx, lo, hi);
+#endif
+}
+
+// dot_tokens with the activations in registers (as dot_tokens_sdot takes them).
+template <int NT>
+inline void dot_tokens(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
+                       int32x4_t hi[NT]) {
+#if NL_INT8_DOTPROD
+  dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
+#else
+  int8_t x[NT][kQ8Block];  // the widening products read 4-byte chunks from memory
+  for (int t = 0; t < NT; ++t) {
+    vst1q_s8(x[t], x0[t]);
+    vst1q_s8(x[t] + 16, x1[t]);
+  }
+  dot_tokens_widening<NT>(w, x[0], kQ8Block, lo, hi);
+#endif
+}
+
+// Runs kernel<NT>(t, NT) over nt tokens in blocks of 4, then one at a time.
+template <class F>
+inline void token_blocks(int64_t nt, F&& kernel) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) kernel.template operator()<4>(t);
+  for (; t < nt; ++t) kernel.template operator()<1>(t);
+}
+
+void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  const bool nibble = p.kind == Int8Kind::Nibble;
+  token_blocks(nt, [&]<int NT>(int64_t t0) {
+    float32x4_t acc_lo[NT], acc_hi[NT];
+    for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      int32x4_t lo[NT], hi[NT];
+      dot_tokens<NT>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
+      for (int t = 0; t < NT; ++t) {
+        const int64_t i = (t0 + t) * blocks + b;
+        if (nibble) {
+          const int32x4_t offset = vdupq_n_s32(8 * sum[i]);
+          lo[t] = vsubq_s32(lo[t], offset);
+          hi[t] = vsubq_s32(hi[t], offset);
+        }
+        acc_lo[t] = vfmaq_f32(acc_lo[t], vcvtq_f32_s32(lo[t]), vmulq_n_f32(dw_lo, d[i]));
+        acc_hi[t] = vfmaq_f32(acc_hi[t], vcvtq_f32_s32(hi[t]), vmulq_n_f32(dw_hi, d[i]));
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      float tmp[8];
+      vst1q_f32(tmp, acc_lo[t]);
+      vst1q_f32(tmp + 4, acc_hi[t]);
+      std::memcpy(Y + (t0 + t) * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
+    }
+  });
+}
+
+// grad_rows (kernels_int8.h) with the scalar's arithmetic (the same maximum and conversion);
+// the tail block goes through the scalar definition.
+void grad_rows_neon(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
+  int64_t R = 0;
+  for (; (R + 1) * kGradRowBlock <= n; ++R) {
+    float32x4_t v[8];
+    for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(g + R * kGradRowBlock + 4 * i);
+    ey[R] = max_abs(v) / 127.0f;
+    const float inv = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
+    for (int i = 0; i < 8; ++i) vst1_s16(y + R * ldb + 4 * i, to_int16(vmulq_n_f32(vmulq_n_f32(v[i], inv), 256.0f)));
+  }
+  if (R * kGradRowBlock < n)
+    int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
+}
+
+// requantize_grad_value(y16[r], rho16[r]) for a row block's 32 values, into x0 (r < 16) and
+// x1: vqrdmulh is round(a b / 2^15) (it saturates only for -32768 x -32768), then a
+// saturating narrow.
+inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], int8x16_t& x0, int8x16_t& x1) {
+  const int16x8_t k256 = vdupq_n_s16(256);
+  int8x8_t q[4];
+  for (int i = 0; i < 4; ++i)
+    q[i] = vqmovn_s16(vqrdmulhq_s16(vqrdmulhq_s16(vld1q_s16(y16 + 8 * i), rho16[i]), k256));
+  x0 = vcombine_s8(q[0], q[1]);
+  x1 = vcombine_s8(q[2], q[3]);
+}
+
+// The requantized dY of NT tokens stays in registers for the block's 4 column groups, and
+// whole groups of 8 columns go straight to and from dX: compiled with a copy per group
+// through a buffer, the output steps took more instructions than the dot products.
+void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, const GradOut& out) {
+  token_blocks(nt, [&]<int NT>(int64_t t0) {
+    const float* acc[NT];
+    float* D[NT];
+    for (int t = 0; t < NT; ++t) {
+      const GradOut o = out.from_token(t0 + t);
+      acc[t] = o.acc;
+      D[t] = o.D;
+    }
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      int16x8_t rho16[4];
+      for (int i = 0; i < 4; ++i) rho16[i] = vld1q_s16(p.rho16.data() + b * kGradRowBlock + 8 * i);
+      int8x16_t x0[NT], x1[NT];
+      float e[NT];
+      for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
+        requantize_rows_neon(Y + (t0 + t) * ldg, rho16, x0[t], x1[t]);
+        e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
+      }
+      for (int64_t cg = 0; cg < 4; ++cg) {
+        const int64_t c0 = b * kQ8Block + cg * 8;
+        if (c0 >= n) break;
+        int32x4_t lo[NT], hi[NT];  // (the panel holds signed weight values, Q4_0's too)
+        dot_tokens<NT>(p.q.data() + b * 1024 + cg * 256, x0, x1, lo, hi);
+        if (c0 + 8 <= n) {
+          for (int t = 0; t < NT; ++t) {
+            const float32x4_t a0 = acc[t] ? vld1q_f32(acc[t] + c0) : vdupq_n_f32(0.0f);
+            const float32x4_t a1 = acc[t] ? vld1q_f32(acc[t] + c0 + 4) : vdupq_n_f32(0.0f);
+            vst1q_f32(D[t] + c0, vfmaq_n_f32(a0, vcvtq_f32_s32(lo[t]), e[t]));
+            vst1q_f32(D[t] + c0 + 4, vfmaq_n_f32(a1, vcvtq_f32_s32(hi[t]), e[t]));
+          }
+          continue;
+        }
+        const size_t bytes = static_cast<size_t>(n - c0) * sizeof(float);  // a ragged last group
+        for (int t = 0; t < NT; ++t) {
+          float tmp[8] = {};
+          if (acc[t]) std::memcpy(tmp, acc[t] + c0, bytes);
+          vst1q_f32(tmp, vfmaq_n_f32(vld1q_f32(tmp), vcvtq_f32_s32(lo[t]), e[t]));
+          vst1q_f32(tmp + 4, vfmaq_n_f32(vld1q_f32(tmp + 4), vcvtq_f32_s32(hi[t]), e[t]));
+          std::memcpy(D[t] + c0, tmp, bytes);
+        }
+      }
+    }
+  });
+}
+
+float tile_scale_neon(const uint8_t* tile, int64_t i) {
+  __fp16 h;
+  std::memcpy(&h, tile + i * 2, 2);
+  return static_cast<float>(h);  // exact, subnormals included
+}
+
+// The 8 row scales of a tile as floats (0 for the rows past nr).
+inline void tile_scales_neon(const uint8_t* tile, int64_t nr, float* out) {
+  if (nr == kTileRows) {
+    const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(tile));  // exact, subnormals included
+    vst1q_f32(out, vcvt_f32_f16(vget_low_f16(h)));
+    vst1q_f32(out + 4, vcvt_f32_f16(vget_high_f16(h)));
+    return;
+  }
+  for (int64_t i = 0; i < 8; ++i) out[i] = i < nr ? tile_scale_neon(tile, i) : 0.0f;
+}
+
+// out[k] = dword k of rows a, b, c, d (a 4x4 transpose of 32-bit elements).
+inline void transpose_dwords(uint8x16_t a, uint8x16_t b, uint8x16_t c, uint8x16_t d, uint8x16_t out[4]) {
+  const uint32x4_t t0 = vtrn1q_u32(vreinterpretq_u32_u8(a), vreinterpretq_u32_u8(b));
+  const uint32x4_t t1 = vtrn2q_u32(vreinterpretq_u32_u8(a), vreinterpretq_u32_u8(b));
+  const uint32x4_t t2 = vtrn1q_u32(vreinterpretq_u32_u8(c), vreinterpretq_u32_u8(d));
+  const uint32x4_t t3 = vtrn2q_u32(vreinterpretq_u32_u8(c), vreinterpretq_u32_u8(d));
+  const auto u64 = [](uint32x4_t v) { return vreinterpretq_u64_u32(v); };
+  out[0] = vreinterpretq_u8_u64(vtrn1q_u64(u64(t0), u64(t2)));
+  out[1] = vreinterpretq_u8_u64(vtrn1q_u64(u64(t1), u64(t3)));
+  out[2] = vreinterpretq_u8_u64(vtrn2q_u64(u64(t0), u64(t2)));
+  out[3] = vreinterpretq_u8_u64(vtrn2q_u64(u64(t1), u64(t3)));
+}
+
+// pack_forward_tiles for one weight type (kQ4: Q4_0, else Q8_0): per tile, the 8 rows'
+// 4-byte chunks are moved with two 4x4 dword transposes (chunk k of row i goes to
+// out + 32 k + 4 i). Q4_0 nibbles stay unsigned; Q8_0 rows also give their weight sums.
+template <bool kQ4>
+void pack_forward_tiles_kind_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  constexpr size_t kQuantBytes = kQ4 ? 16 : 32;
+  const int64_t nr = m.group_rows(g), nb = m.n_blocks();
+  const uint8x16_t low = vdupq_n_u8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = m.tile(g, b);
+    const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
+    tile_scales_neon(tile, nr, p.d.data() + b * 8);
+    uint8x16_t lo[8], hi[8];  // chunks 0..3 and 4..7 of each row (padded rows: 0)
+    for (int64_t i = 0; i < 8; ++i) {
+      if (i >= nr) {
+        lo[i] = hi[i] = vdupq_n_u8(0);
+      } else if (kQ4) {
+        const uint8x16_t raw = vld1q_u8(quants + i * kQuantBytes);
+        lo[i] = vandq_u8(raw, low);
+        hi[i] = vshrq_n_u8(raw, 4);
+      } else {
+        lo[i] = vld1q_u8(quants + i * kQuantBytes);
+        hi[i] = vld1q_u8(quants + i * kQuantBytes + 16);
+        p.wsum[static_cast<size_t>(b * 8 + i)] =
+            128 * (vaddlvq_s8(vreinterpretq_s8_u8(lo[i])) + vaddlvq_s8(vreinterpretq_s8_u8(hi[i])));
+      }
+    }
+    if (!kQ4)
+      for (int64_t i = nr; i < 8; ++i) p.wsum[static_cast<size_t>(b * 8 + i)] = 0;
+    uint8_t* out = p.q.data() + b * 256;
+    uint8x16_t t[4];
+    for (int half = 0; half < 2; ++half) {  // rows 0..3 then 4..7 of each chunk
+      const int r = 4 * half;
+      transpose_dwords(lo[r], lo[r + 1], lo[r + 2], lo[r + 3], t);
+      for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * k + 16 * half, t[k]);
+      transpose_dwords(hi[r], hi[r + 1], hi[r + 2], hi[r + 3], t);
+      for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * (k + 4) + 16 * half, t[k]);
+    }
+  }
+}
+
+void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const bool q4 = m.type == QType::Q4_0;
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(m.n_blocks());
+  q4 ? pack_forward_tiles_kind_neon<true>(m, g, p) : pack_forward_tiles_kind_neon<false>(m, g, p);
+}
+
+// pack_grad_tiles for one weight type (kQ4: Q4_0, else Q8_0), as on AVX2
+// (pack_grad_tiles_kind in kernels_int8_avx2_body.h): kFull, the row block's 32 rows all
+// exist, so each of its 4 tiles is addressed once per column block and no row is checked.
+template <bool kQ4, bool kFull>
+void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  constexpr size_t kQuantBytes = kQ4 ? 16 : 32;  // one row's quants in a tile
+  const uint8x16_t low = vdupq_n_u8(0x0F), eight = vdupq_n_u8(8);
+  for (int64_t b = b0; b < b1; ++b) {
+    uint8_t* out = p.q.data() + (b - b0) * 1024;
+    float* scales = p.rho.data() + (b - b0) * 32;
+    for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
+      const int64_t g = rb * 4 + gi;
+      const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
+      tile_scales_neon(tile, nr, scales + 8 * gi);
+      const uint8_t* quants = tile + static_cast<size_t>(nr) * sizeof(uint16_t);
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        uint8x16_t lo[4], hi[4];  // columns 0..15 and 16..31 of the 4 rows, as signed values
+        for (int64_t s = 0; s < 4; ++s) {
+          if (!kFull && i0 + s >= nr) {  // a padded row: value 0
+            lo[s] = hi[s] = vdupq_n_u8(0);
+            continue;
+          }
+          const uint8_t* q = quants + (i0 + s) * kQuantBytes;
+          if (kQ4) {  // low nibbles: columns 0..15, high ones 16..31; values u - 8
+            const uint8x16_t raw = vld1q_u8(q);
+            lo[s] = vsubq_u8(vandq_u8(raw, low), eight);
+            hi[s] = vsubq_u8(vshrq_n_u8(raw, 4), eight);
+          } else {
+            lo[s] = vld1q_u8(q);
+            hi[s] = vld1q_u8(q + 16);
+          }
+        }
+        // Column group cg (8 columns): the four rows' bytes interleaved per column.
+        const uint8x8x4_t groups[4] = {
+            {{vget_low_u8(lo[0]), vget_low_u8(lo[1]), vget_low_u8(lo[2]), vget_low_u8(lo[3])}},
+            {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
+            {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
+            {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
+        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * 8 + k) * 32, groups[cg]);
+      }
+    }
+  }
+}
+
+// normalize_grad_scales (kernels_int8.h) in registers: the same maximum, and IEEE division
+// is exact in any width.
+void normalize_grad_scales_neon(GradPanel& p) {
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    float* rho = p.rho.data() + b * kGradRowBlock;
+    float32x4_t v[8];
+    for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(rho + 4 * i);
+    const float m = max_abs(v);
+    p.m[static_cast<size_t>(b)] = m;
+    for (int i = 0; i < 8; ++i) {
+      v[i] = m != 0.0f ? vdivq_f32(v[i], vdupq_n_f32(m)) : vdupq_n_f32(0.0f);
+      vst1q_f32(rho + 4 * i, v[i]);
+      vst1_s16(p.rho16.data() + b * kGradRowBlock + 4 * i, to_int16(vmulq_n_f32(v[i], 16384.0f)));
+    }
+  }
+}
+
+void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
+  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.resize(b1 - b0);
+  if (q4)
+    full ? pack_grad_tiles_kind_neon<true, true>(m, rb, b0, b1, p)
+         : pack_grad_tiles_kind_neon<true, false>(m, rb, b0, b1, p);
+  else
+    full ? pack_grad_tiles_kind_neon<false, true>(m, rb, b0, b1, p)
+         : pack_grad_tiles_kind_neon<false, false>(m, rb, b0, b1, p);
+  normalize_grad_scales_neon(p);
+}
+
+void pack_forward_floats_neon(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
+  pack_forward_floats_using(quantize_row_neon, P, ldp, nr, n, p);
+}
+void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
+  pack_grad_floats_using(quantize_row_neon, P, ldp, nrows, n, p);
+}
+
+// The set, named isa.
+inline Int8Kernels neon_int8_kernels(const char* isa) {
+  return {isa,
+          quantize_row_neon,
+          pack_forward_tiles_neon,
+          pack_grad_tiles_neon,
+          pack_forward_floats_neon,
+          pack_grad_floats_neon,
+          forward_neon,
+          forward_pair_by_calls<forward_neon>,
+          grad_rows_neon,
+          input_grad_neon};
+}
+
+}  // namespace
+}  // namespace nl::engine
