@@ -240,4 +240,6 @@ const Int8Kernels& int8_kernels_for(const std::string& isa) {
   return int8_kernels_scalar();
 }
 
+bool int8_beats_f32_on_stored_quants(const Int8Kernels& k) { return &k != int8_kernels_neon_widening(); }
+
 }  // namespace nl::engine
