@@ -15,6 +15,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
+
 #include "../../src/engine/precision_reference.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/engine/reference_products.h"
@@ -216,6 +220,22 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
     const std::vector<float> w(Y32.begin() + t * rows, Y32.begin() + (t + 1) * rows);
     EXPECT_LE(rel_error(g, w), kInt8VsF32) << "row " << t;
   }
+}
+
+// The engine offers int8 as cheaper than f32 for Q4_0 weights (whose quants it uses as
+// stored) on every CPU but an arm64 one without the dot-product extension, where the widening
+// int8 kernels execute more instructions than the f32 ones (the arm64 tests run under qemu
+// both ways: -cpu max and -cpu cortex-a53).
+TEST(PrecisionInt8, OfferedForQ4_0ExceptOnArm64WithoutDotprod) {
+  OneShapeModel mm(QType::Q4_0, 32, 64, 13);
+  bool cheaper = true;
+#if defined(__aarch64__)
+  cheaper = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
+#endif
+  auto e = nl::make_engine(mm.model, nl::EngineOptions{});
+  EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
+            cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})
+      << "isa " << e->isa();
 }
 
 TEST(Precision, NamesRoundTripAndBadNamesSayWhatIsAccepted) {

@@ -80,14 +80,10 @@ TEST(Int8Kernels, NeonSetFollowsTheCpu) {
   EXPECT_EQ(nl::engine::int8_kernels_neon()->isa, std::string(dotprod ? "neon-dotprod" : "neon"));
   EXPECT_EQ(nl::engine::int8_kernels_neon_dotprod() != nullptr, dotprod);
   EXPECT_EQ(&nl::engine::int8_kernels_for("neon"), nl::engine::int8_kernels_neon());
-  // Without dotprod int8 is no cheaper than f32 even on stored Q4_0/Q8_0 quants, so the
-  // precision plan does not try it there.
-  EXPECT_EQ(nl::engine::int8_beats_f32_on_stored_quants(*nl::engine::int8_kernels_neon()), dotprod);
 #else
   EXPECT_EQ(nl::engine::int8_kernels_neon(), nullptr);
   EXPECT_EQ(nl::engine::int8_kernels_neon_widening(), nullptr);
   EXPECT_EQ(nl::engine::int8_kernels_neon_dotprod(), nullptr);
-  EXPECT_TRUE(nl::engine::int8_beats_f32_on_stored_quants(nl::engine::int8_kernels_scalar()));
 #endif
 }
 
