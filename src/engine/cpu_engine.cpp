@@ -376,12 +376,12 @@ class CpuEngine final : public FrozenEngine {
   std::string isa() const override { return kernels_.isa; }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
   // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored, with every
-  // set but the widening NEON one (int8_beats_f32_on_stored_quants). Other types
+  // set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants). Other types
   // are dequantized and requantized per task, which pays only on some CPUs
   // (int8_beats_f32_when_requantizing: on Zen 5 with AVX-VNNI int8 forward 2.1-2.3x PyTorch's
   // f32 GFLOP/s against 0.8x in f32 mode; on Zen 1 int8 took 1.3-1.5x the f32 time).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
-    if ((int8_native(at(h)) && engine::int8_beats_f32_on_stored_quants(int8_)) ||
+    if ((int8_native(at(h)) && engine::int8_beats_f32_on_stored_quants(int8_, at(h).type)) ||
         engine::int8_beats_f32_when_requantizing(int8_))
       return {Precision::Int8};
     return {};

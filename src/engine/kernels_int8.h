@@ -193,12 +193,13 @@ const Int8Kernels& int8_kernels_for(const std::string& isa);
 // pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves). Elsewhere not
 // measured, so no (scalar, NEON, Intel without AVX-VNNI).
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
-// Whether set k runs int8 products faster than f32 ones on Q4_0/Q8_0 tiles, whose quants it
-// uses as stored: yes, except the NEON widening set of cores without dotprod, which executes
-// more instructions per multiply-add than the f32 NEON kernels (535 against 455 for Q4_0,
-// bench/arm64_icount.sh --cpu cortex-a53; a count, not a time). The scalar set: not
-// measured, kept yes (the tests' reference for the int8 plan).
-bool int8_beats_f32_on_stored_quants(const Int8Kernels& k);
+// Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0 or Q8_0),
+// whose quants it uses as stored: yes, except Q8_0 with the NEON widening set of cores
+// without dotprod, which executes more instructions per multiply-add than the f32 NEON
+// kernels (forward / input gradient per 1k multiply-adds, bench/arm64_icount.sh --cpu
+// cortex-a53: Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450; a count, not a time). The
+// scalar set: not measured, kept yes (the tests' reference for the int8 plan).
+bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type);
 
 // The input gradient's fixed-point steps (the definition above; every ISA matches them).
 // A value that does not fit int16 (only a non-finite y or rho) gives -32768, as AVX2's

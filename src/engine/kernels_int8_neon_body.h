@@ -1,6 +1,7 @@
 // The NEON int8 kernels (layouts and arithmetic: kernels_int8.h), compiled twice: by
 // kernels_int8_neon.cpp for the arm64 baseline (ARMv8.0, every phone core), whose dot
-// products are vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate), and by
+// products are vmull_s8 + vpadalq_s16 (widening multiply, pairwise accumulate; for Q4_0
+// panels vmlal_s8, int16 sums widened once per block), and by
 // kernels_int8_neon_dotprod.cpp for ARMv8.2 with the dot-product extension
 // (NL_INT8_DOTPROD = 1): sdot (vdotq_laneq_s32) multiplies a 4-byte chunk of the
 // activations, selected by lane, with 4 bytes of 4 panel lanes and adds into 4 int32. The
@@ -101,31 +102,52 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 }
 #endif
 
-template <int NT>
+// kNibble: the panel holds Q4_0 values (0..15 in forward panels, -8..7 in input-gradient
+// ones), so a lane's 8 products of a block (at most 8 x 15 x 128 = 15360) are summed in
+// int16 by vmlal_s8 and widened once per block: 4 multiply-adds per chunk and token instead
+// of 4 multiplies and 4 pairwise accumulates. Other panels (|w| up to 128) widen every
+// chunk. The high halves go through the _high forms (smull2, smlal2), not a copy of the
+// upper 8 bytes.
+template <int NT, bool kNibble>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
+  // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums]; lane j of
+  // sum16[t][k]: panel lane 2k + j / 4, byte j % 4.
   int32x4_t acc[NT][4];
+  int16x8_t sum16[NT][4];
   for (int t = 0; t < NT; ++t)
-    for (int k = 0; k < 4; ++k) acc[t][k] = vdupq_n_s32(0);
+    for (int k = 0; k < 4; ++k) {
+      acc[t][k] = vdupq_n_s32(0);
+      sum16[t][k] = vdupq_n_s16(0);
+    }
   for (int c = 0; c < 8; ++c) {
     const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
     for (int t = 0; t < NT; ++t) {
       int32_t chunk;
       std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
-      const int8x8_t xc = vreinterpret_s8_s32(vdup_n_s32(chunk));
-      // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums].
-      acc[t][0] = vpadalq_s16(acc[t][0], vmull_s8(vget_low_s8(w0), xc));
-      acc[t][1] = vpadalq_s16(acc[t][1], vmull_s8(vget_high_s8(w0), xc));
-      acc[t][2] = vpadalq_s16(acc[t][2], vmull_s8(vget_low_s8(w1), xc));
-      acc[t][3] = vpadalq_s16(acc[t][3], vmull_s8(vget_high_s8(w1), xc));
+      const int8x16_t xc = vreinterpretq_s8_s32(vdupq_n_s32(chunk));
+      if constexpr (kNibble) {
+        sum16[t][0] = vmlal_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));
+        sum16[t][1] = vmlal_high_s8(sum16[t][1], w0, xc);
+        sum16[t][2] = vmlal_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));
+        sum16[t][3] = vmlal_high_s8(sum16[t][3], w1, xc);
+      } else {
+        acc[t][0] = vpadalq_s16(acc[t][0], vmull_s8(vget_low_s8(w0), vget_low_s8(xc)));
+        acc[t][1] = vpadalq_s16(acc[t][1], vmull_high_s8(w0, xc));
+        acc[t][2] = vpadalq_s16(acc[t][2], vmull_s8(vget_low_s8(w1), vget_low_s8(xc)));
+        acc[t][3] = vpadalq_s16(acc[t][3], vmull_high_s8(w1, xc));
+      }
     }
   }
   for (int t = 0; t < NT; ++t) {
+    if constexpr (kNibble)
+      for (int k = 0; k < 4; ++k) acc[t][k] = vpaddlq_s16(sum16[t][k]);
     lo[t] = vpaddq_s32(acc[t][0], acc[t][1]);
     hi[t] = vpaddq_s32(acc[t][2], acc[t][3]);
   }
 }
 
-template <int NT>
+// kNibble: the panel holds Q4_0 values (dot_tokens_widening; sdot needs no distinction).
+template <int NT, bool kNibble>
 inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
 #if NL_INT8_DOTPROD
   int8x16_t x0[NT], x1[NT];
@@ -135,12 +157,12 @@ inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t
   }
   dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
 #else
-  dot_tokens_widening<NT>(w, x, ldx, lo, hi);
+  dot_tokens_widening<NT, kNibble>(w, x, ldx, lo, hi);
 #endif
 }
 
 // dot_tokens with the activations in registers (as dot_tokens_sdot takes them).
-template <int NT>
+template <int NT, bool kNibble>
 inline void dot_tokens(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
                        int32x4_t hi[NT]) {
 #if NL_INT8_DOTPROD
@@ -151,7 +173,7 @@ inline void dot_tokens(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t
     vst1q_s8(x[t], x0[t]);
     vst1q_s8(x[t] + 16, x1[t]);
   }
-  dot_tokens_widening<NT>(w, x[0], kQ8Block, lo, hi);
+  dot_tokens_widening<NT, kNibble>(w, x[0], kQ8Block, lo, hi);
 #endif
 }
 
@@ -163,16 +185,20 @@ inline void token_blocks(int64_t nt, F&& kernel) {
   for (; t < nt; ++t) kernel.template operator()<1>(t);
 }
 
-void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
-                  int64_t nr, float* Y, int64_t ldy) {
+// kNibble: a Q4_0 panel, for the widening set (sdot takes every panel as kNibble = false).
+template <bool kNibble>
+void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
-  const bool nibble = p.kind == Int8Kind::Nibble;
+  // The nibble offset: decided at compile time for the widening set, at run time for sdot
+  // (both ways as counted best: bench/arm64_icount.sh).
+  const bool nibble = NL_INT8_DOTPROD ? p.kind == Int8Kind::Nibble : kNibble;
   token_blocks(nt, [&]<int NT>(int64_t t0) {
     float32x4_t acc_lo[NT], acc_hi[NT];
     for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < p.blocks; ++b) {
       int32x4_t lo[NT], hi[NT];
-      dot_tokens<NT>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      dot_tokens<NT, kNibble>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
       const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
       for (int t = 0; t < NT; ++t) {
         const int64_t i = (t0 + t) * blocks + b;
@@ -192,6 +218,14 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
       std::memcpy(Y + (t0 + t) * ldy, tmp, static_cast<size_t>(nr) * sizeof(float));
     }
   });
+}
+
+void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Nibble)
+    forward_kind_neon<true>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+  else
+    forward_kind_neon<false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
 // grad_rows (kernels_int8.h) with the scalar's arithmetic (the same maximum and conversion);
@@ -224,8 +258,13 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // The requantized dY of NT tokens stays in registers for the block's 4 column groups, and
 // whole groups of 8 columns go straight to and from dX: compiled with a copy per group
 // through a buffer, the output steps took more instructions than the dot products.
-void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                     int64_t n, const GradOut& out) {
+// kNibble: a Q4_0 panel (the widening set's int16 sums). Not inlined into input_grad_neon:
+// inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's registers took
+// it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
+// cortex-a53).
+template <bool kNibble>
+__attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                          int64_t n, const GradOut& out) {
   token_blocks(nt, [&]<int NT>(int64_t t0) {
     const float* acc[NT];
     float* D[NT];
@@ -247,7 +286,7 @@ void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
         const int64_t c0 = b * kQ8Block + cg * 8;
         if (c0 >= n) break;
         int32x4_t lo[NT], hi[NT];  // (the panel holds signed weight values, Q4_0's too)
-        dot_tokens<NT>(p.q.data() + b * 1024 + cg * 256, x0, x1, lo, hi);
+        dot_tokens<NT, kNibble>(p.q.data() + b * 1024 + cg * 256, x0, x1, lo, hi);
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {
             const float32x4_t a0 = acc[t] ? vld1q_f32(acc[t] + c0) : vdupq_n_f32(0.0f);
@@ -268,6 +307,14 @@ void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
       }
     }
   });
+}
+
+void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
+                     int64_t n, const GradOut& out) {
+  if (p.kind == Int8Kind::Nibble)
+    input_grad_kind_neon<true>(Y, ldg, ey, lds, nt, p, n, out);
+  else
+    input_grad_kind_neon<false>(Y, ldg, ey, lds, nt, p, n, out);
 }
 
 float tile_scale_neon(const uint8_t* tile, int64_t i) {

@@ -240,6 +240,8 @@ const Int8Kernels& int8_kernels_for(const std::string& isa) {
   return int8_kernels_scalar();
 }
 
-bool int8_beats_f32_on_stored_quants(const Int8Kernels& k) { return &k != int8_kernels_neon_widening(); }
+bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type) {
+  return type == QType::Q4_0 || &k != int8_kernels_neon_widening();
+}
 
 }  // namespace nl::engine

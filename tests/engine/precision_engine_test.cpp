@@ -222,20 +222,23 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
   }
 }
 
-// The engine offers int8 as cheaper than f32 for Q4_0 weights (whose quants it uses as
-// stored) on every CPU but an arm64 one without the dot-product extension, where the widening
-// int8 kernels execute more instructions than the f32 ones (the arm64 tests run under qemu
-// both ways: -cpu max and -cpu cortex-a53).
-TEST(PrecisionInt8, OfferedForQ4_0ExceptOnArm64WithoutDotprod) {
-  OneShapeModel mm(QType::Q4_0, 32, 64, 13);
-  bool cheaper = true;
+// The engine offers int8 as cheaper than f32 for Q4_0 and Q8_0 weights (whose quants it uses
+// as stored) on every CPU, but for Q8_0 not on an arm64 one without the dot-product
+// extension, where the widening int8 kernels execute more instructions than the f32 ones
+// (the arm64 tests run under qemu both ways: -cpu max and -cpu cortex-a53).
+TEST(PrecisionInt8, OfferedForQ4_0AndQ8_0ExceptQ8_0OnArm64WithoutDotprod) {
+  bool dotprod = true;
 #if defined(__aarch64__)
-  cheaper = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
+  dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  auto e = nl::make_engine(mm.model, nl::EngineOptions{});
-  EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
-            cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})
-      << "isa " << e->isa();
+  for (const QType type : {QType::Q4_0, QType::Q8_0}) {
+    OneShapeModel mm(type, 32, 64, 13);
+    const bool cheaper = type == QType::Q4_0 || dotprod;
+    auto e = nl::make_engine(mm.model, nl::EngineOptions{});
+    EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
+              cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})
+        << nl::qtype_info(type).name << ", isa " << e->isa();
+  }
 }
 
 TEST(Precision, NamesRoundTripAndBadNamesSayWhatIsAccepted) {

@@ -276,6 +276,41 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
                          });
 
+// The forward's integer sums at their bounds: every Q4_0 nibble 15 and every activation -128
+// or 127, so each lane's 8 products of a block reach 8 x 15 x 128 (the NEON widening set
+// sums them in int16) and the block's sum 32 x 15 x 128. Every set gives the scalar bits.
+TEST(Int8Kernels, ForwardSumsAtTheIntegerBounds) {
+  const Tiled w(QType::Q4_0, 16, 64, 7);
+  nl::engine::TiledMatrix tiles = w.tiles;
+  for (int64_t g = 0; g < tiles.n_groups(); ++g)
+    for (int64_t b = 0; b < tiles.n_blocks(); ++b) {
+      uint8_t* tile = const_cast<uint8_t*>(tiles.tile(g, b));
+      std::memset(tile + 2 * tiles.group_rows(g), 0xFF, static_cast<size_t>(16 * tiles.group_rows(g)));
+    }
+  const int64_t T = 6, nb = 2, ldq = nb * 32;
+  std::vector<int8_t> q(static_cast<size_t>(T * ldq));
+  std::vector<float> d(static_cast<size_t>(T * nb), 0.5f);
+  std::vector<int32_t> sum(d.size());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t v = t % 2 == 0 ? -128 : 127;
+      std::fill_n(q.begin() + t * ldq + b * 32, 32, v);
+      sum[static_cast<size_t>(t * nb + b)] = 32 * v;
+    }
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  ForwardPanel p;
+  ref.pack_forward_tiles(tiles, 0, p);
+  std::vector<float> y0(static_cast<size_t>(T * 8), -1.0f);
+  ref.forward(q.data(), d.data(), sum.data(), ldq, T, p, 8, y0.data(), 8);
+  ASSERT_NE(y0[0], 0.0f);
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    std::vector<float> y1(y0.size(), -1.0f);
+    k->forward(q.data(), d.data(), sum.data(), ldq, T, p, 8, y1.data(), 8);
+    EXPECT_EQ(y1, y0);
+  }
+}
+
 // Equal floats, or NaN both (a NaN's payload may differ between conversions).
 bool same_floats(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i)

@@ -211,7 +211,7 @@ TEST(PrecisionCalibration, Int8BeatsF32WhenRequantizingOnlyOnMeasuredCpus) {
 }
 
 // Which matrices have a mode cheaper than f32 on the cpu engine: Q4_0/Q8_0 ones (int8 uses
-// their quants as stored) with every int8 set but NEON's widening one; every type where int8 beats f32 even though
+// their quants as stored) with every int8 set but NEON's widening one on Q8_0; every type where int8 beats f32 even though
 // other types are requantized per task (measured, above); elsewhere f32 stays the cheapest
 // for them.
 TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
@@ -221,7 +221,7 @@ TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
       SCOPED_TRACE(std::string(nl::qtype_info(type).name) + ", isa " + isa);
       auto engine = nl::make_engine(*tm.model, {"cpu", 2, isa});
       const nl::engine::Int8Kernels& k = nl::engine::int8_kernels_for(engine->isa());
-      const bool int8 = (type == nl::QType::Q4_0 && nl::engine::int8_beats_f32_on_stored_quants(k)) ||
+      const bool int8 = (type == nl::QType::Q4_0 && nl::engine::int8_beats_f32_on_stored_quants(k, type)) ||
                         nl::engine::int8_beats_f32_when_requantizing(k);
       for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
         EXPECT_EQ(engine->cheaper_modes(engine->handle(l, Proj::Q)),
