@@ -9,8 +9,10 @@
 #   scripts/arm64.sh --build-only  build only (scripts/test.sh does this; the Release tree's
 #                                  ctest then runs the programs as arm64.* entries)
 #
-# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops"), the same
-# tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they land.
+# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops host"), the
+# same tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they
+# land; each program's gtest filter is tests/CMakeLists.txt's (of tests/host, only the
+# precision plan and its calibration).
 # Missing prerequisites (not a Debian machine set up by scripts/setup.sh): a clear message
 # and exit status 0 with --build-only (the Release tree then reports the skip), 77 otherwise.
 set -euo pipefail
@@ -20,7 +22,7 @@ build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 
 build=${NL_ARM64_BUILD_DIR:-$root/build-arm64}
-dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops}
+dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops host}
 jobs=$(nproc 2>/dev/null || echo 2)
 toolchain=$root/cmake/aarch64-linux-gnu.cmake
 
@@ -59,7 +61,8 @@ echo "arm64: running ${targets[*]} under qemu-aarch64 -cpu max"
 cd "$build"
 ctest --output-on-failure -j "$jobs" --timeout 1200
 echo "arm64: running ${targets[*]} under qemu-aarch64 -cpu cortex-a53"
-filter=$(sed -n 's/^NL_ARM64_GTEST_FILTER:STRING=//p' CMakeCache.txt)
 for t in "${targets[@]}"; do
+  filter=$(sed -n "s/^NL_ARM64_GTEST_FILTER_$t:STRING=//p" CMakeCache.txt)
+  [ -n "$filter" ] || filter=$(sed -n 's/^NL_ARM64_GTEST_FILTER:STRING=//p' CMakeCache.txt)
   qemu-aarch64 -cpu cortex-a53 -L /usr/aarch64-linux-gnu "tests/$t" --gtest_brief=1 --gtest_filter="$filter"
 done
