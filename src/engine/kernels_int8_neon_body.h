@@ -263,8 +263,8 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
 // cortex-a53).
 template <bool kNibble>
-__attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                          int64_t n, const GradOut& out) {
+__attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
+                                                    int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
   token_blocks(nt, [&]<int NT>(int64_t t0) {
     const float* acc[NT];
     float* D[NT];
