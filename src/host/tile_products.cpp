@@ -1,6 +1,7 @@
 #include "tile_products.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "vec4.h"
 
@@ -19,35 +20,36 @@ f4 lane_sums(f4 a, f4 b, f4 c, f4 d) {
   return __builtin_shuffle(ab, cd, i4{0, 1, 4, 5}) + __builtin_shuffle(ab, cd, i4{2, 3, 6, 7});
 }
 
-// Columns [i, i+8) of a row as two vectors. Full slabs (kFull) move whole vectors; the
-// last, partial slab of a row has n0 and n1 real lanes (n1 may be 0). The loops below run
-// every full slab first and the partial one after, so no branch sits in their inner loops.
+// Eight floats: one AVX register in the x86-64-v3 build (NL_HOST_KERNEL), two SSE or NEON
+// registers elsewhere, with the same arithmetic in every lane either way. (Written as two
+// four-float vectors, the x86-64-v3 build stayed on 128-bit registers.) Scalars multiply
+// vectors directly (GCC broadcasts them): a vector built from 8 copies compiled to 8 inserts.
+using f8 = float __attribute__((vector_size(32)));
+using f8u = float __attribute__((vector_size(32), aligned(4)));
+
+// Columns [i, i+8) of a row as one vector. Full slabs (kFull) move whole vectors; the last,
+// partial slab of a row has n real lanes, the others zero. The loops below run every full
+// slab first and the partial one after, so no branch sits in their inner loops.
 template <bool kFull>
 struct Slab {
-  int64_t n0 = 4, n1 = 4;
-  Slab(int64_t i, int64_t n) {
-    if constexpr (!kFull) {
-      n0 = std::min<int64_t>(4, n - i);
-      n1 = std::clamp<int64_t>(n - i - 4, 0, 4);
+  int64_t n = 8;
+  Slab(int64_t i, int64_t cols) {
+    if constexpr (!kFull) n = std::min<int64_t>(8, cols - i);
+  }
+  f8 load(const float* p) const {
+    if constexpr (kFull) {
+      return *reinterpret_cast<const f8u*>(p);
+    } else {
+      f8 v = {};
+      std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
+      return v;
     }
   }
-  void load(const float* p, f4& a, f4& b) const {
-    if constexpr (kFull) {
-      a = vec4::load(p);
-      b = vec4::load(p + 4);
-    } else {
-      a = load_n(p, n0);
-      b = n1 > 0 ? load_n(p + 4, n1) : f4{};
-    }
-  }
-  void store(float* p, f4 a, f4 b) const {
-    if constexpr (kFull) {
-      vec4::store(p, a);
-      vec4::store(p + 4, b);
-    } else {
-      store_n(p, a, n0);
-      if (n1 > 0) store_n(p + 4, b, n1);
-    }
+  void store(float* p, f8 v) const {
+    if constexpr (kFull)
+      *reinterpret_cast<f8u*>(p) = v;
+    else
+      std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
   }
 };
 
@@ -70,27 +72,16 @@ void weighted_rows_n(const float* const P[kTileRows], const float* R, int64_t ld
   }
   for_slabs(n, [&]<bool kFull>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f4 acc[NP][2] = {};
+    f8 acc[NP] = {};
     const float* r = R + i;
     for (int64_t j = 0; j < nk; ++j, r += ldr) {
-      f4 r0, r1;
-      s.load(r, r0, r1);
-      for (int a = 0; a < NP; ++a) {
-        const f4 pa = vec4::splat(p[a][j]);
-        acc[a][0] += pa * r0;
-        acc[a][1] += pa * r1;
-      }
+      const f8 rj = s.load(r);
+      for (int a = 0; a < NP; ++a) acc[a] += p[a][j] * rj;
     }
-    const f4 k = vec4::splat(scale);
     for (int a = 0; a < NP; ++a) {
-      f4 o0 = k * acc[a][0], o1 = k * acc[a][1];
-      if (accumulate) {
-        f4 y0, y1;
-        s.load(out[a] + i, y0, y1);
-        o0 += y0;
-        o1 += y1;
-      }
-      s.store(out[a] + i, o0, o1);
+      f8 o = scale * acc[a];
+      if (accumulate) o += s.load(out[a] + i);
+      s.store(out[a] + i, o);
     }
   });
 }
@@ -102,18 +93,13 @@ void add_outer_n(const float* const P[kTileRows], const float* const X[kTileRows
   for (int a = 0; a < NP; ++a) p[a] = P[a];
   for_slabs(n, [&]<bool kFull>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f4 x[NP][2];
-    for (int a = 0; a < NP; ++a) s.load(X[a] + i, x[a][0], x[a][1]);
+    f8 x[NP];
+    for (int a = 0; a < NP; ++a) x[a] = s.load(X[a] + i);
     float* y = Y + i;
     for (int64_t j = 0; j < nk; ++j, y += ldy) {
-      f4 y0, y1;
-      s.load(y, y0, y1);
-      for (int a = 0; a < NP; ++a) {
-        const f4 pa = vec4::splat(scale * p[a][j]);
-        y0 += pa * x[a][0];
-        y1 += pa * x[a][1];
-      }
-      s.store(y, y0, y1);
+      f8 yj = s.load(y);
+      for (int a = 0; a < NP; ++a) yj += (scale * p[a][j]) * x[a];
+      s.store(y, yj);
     }
   });
 }
@@ -123,24 +109,14 @@ void weighted_cols_n(const float* P, int64_t ldp, const float* X, int64_t ldx, i
                      float* Y, int64_t ldy) {
   for_slabs(n, [&]<bool kFull>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f4 acc[NP][2] = {};
+    f8 acc[NP] = {};
     const float* x = X + i;
     const float* p = P;
     for (int64_t t = 0; t < nt; ++t, x += ldx, p += ldp) {
-      f4 x0, x1;
-      s.load(x, x0, x1);
-      for (int a = 0; a < NP; ++a) {
-        const f4 pa = vec4::splat(p[a]);
-        acc[a][0] += pa * x0;
-        acc[a][1] += pa * x1;
-      }
+      const f8 xt = s.load(x);
+      for (int a = 0; a < NP; ++a) acc[a] += p[a] * xt;
     }
-    const f4 k = vec4::splat(scale);
-    for (int a = 0; a < NP; ++a) {
-      f4 y0, y1;
-      s.load(Y + a * ldy + i, y0, y1);
-      s.store(Y + a * ldy + i, y0 + k * acc[a][0], y1 + k * acc[a][1]);
-    }
+    for (int a = 0; a < NP; ++a) s.store(Y + a * ldy + i, s.load(Y + a * ldy + i) + scale * acc[a]);
   });
 }
 
