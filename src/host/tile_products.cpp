@@ -24,8 +24,16 @@ f4 lane_sums(f4 a, f4 b, f4 c, f4 d) {
 // registers elsewhere, with the same arithmetic in every lane either way. (Written as two
 // four-float vectors, the x86-64-v3 build stayed on 128-bit registers.) Scalars multiply
 // vectors directly (GCC broadcasts them): a vector built from 8 copies compiled to 8 inserts.
+// (GCC warns that returning one changes the ABI without AVX: every function taking or
+// returning one here is inlined into the kernels, so no call passes one.)
+#pragma GCC diagnostic ignored "-Wpsabi"
 using f8 = float __attribute__((vector_size(32)));
 using f8u = float __attribute__((vector_size(32), aligned(4)));
+inline f8 load8(const float* p) { return *reinterpret_cast<const f8u*>(p); }
+// Lanes 0..3 plus lanes 4..7.
+inline f4 halves_sum(f8 v) {
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+}
 
 // Columns [i, i+8) of a row as one vector. Full slabs (kFull) move whole vectors; the last,
 // partial slab of a row has n real lanes, the others zero. The loops below run every full
@@ -38,7 +46,7 @@ struct Slab {
   }
   f8 load(const float* p) const {
     if constexpr (kFull) {
-      return *reinterpret_cast<const f8u*>(p);
+      return load8(p);
     } else {
       f8 v = {};
       std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
@@ -137,7 +145,8 @@ void with_rows(int n, F&& f) {
 NL_HOST_KERNEL
 void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
           float* S, int64_t lds) {
-  const int64_t n4 = n / 4 * 4;
+  const int64_t n8 = n / 8 * 8;
+  const Slab<false> tail(n8, n);
   for (int64_t j0 = 0; j0 < nk; j0 += 4) {
     const int64_t nj = std::min<int64_t>(4, nk - j0);
     const float* k[4];
@@ -145,20 +154,22 @@ void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, 
     for (int a = 0; a < nx; a += 2) {  // two rows by four keys: eight sums in registers
       const float* x0 = X[a];
       const float* x1 = a + 1 < nx ? X[a + 1] : x0;
-      f4 acc[2][4] = {};
-      auto step = [&](f4 xa, f4 xb, auto load_k) {
+      f8 acc[2][4] = {};
+      auto step = [&](f8 xa, f8 xb, auto load_k) {
         for (int b = 0; b < 4; ++b) {
-          const f4 kb = load_k(k[b]);
+          const f8 kb = load_k(k[b]);
           acc[0][b] += xa * kb;
           acc[1][b] += xb * kb;
         }
       };
-      for (int64_t i = 0; i < n4; i += 4)
-        step(vec4::load(x0 + i), vec4::load(x1 + i), [i](const float* r) { return vec4::load(r + i); });
-      if (n4 < n)
-        step(load_n(x0 + n4, n - n4), load_n(x1 + n4, n - n4), [&](const float* r) { return load_n(r + n4, n - n4); });
+      for (int64_t i = 0; i < n8; i += 8)
+        step(load8(x0 + i), load8(x1 + i), [i](const float* r) { return load8(r + i); });
+      if (n8 < n)
+        step(tail.load(x0 + n8), tail.load(x1 + n8), [&](const float* r) { return tail.load(r + n8); });
       for (int r = 0; r < 2 && a + r < nx; ++r)
-        store_n(S + (a + r) * lds + j0, vec4::splat(scale) * lane_sums(acc[r][0], acc[r][1], acc[r][2], acc[r][3]),
+        store_n(S + (a + r) * lds + j0,
+                vec4::splat(scale) * lane_sums(halves_sum(acc[r][0]), halves_sum(acc[r][1]), halves_sum(acc[r][2]),
+                                               halves_sum(acc[r][3])),
                 nj);
     }
   }
