@@ -9,7 +9,6 @@ namespace nl::tile {
 namespace {
 
 using vec4::f4;
-using vec4::load_n;
 using vec4::store_n;
 
 // The lane sums of a, b, c, d as the four lanes of one vector.
