@@ -59,9 +59,11 @@ struct AttnShape {
   // parts, so they must outlive the tasks): required.
   float* scratch = nullptr;
 };
-// Per query head and token: two tiles of 4 query rows (probabilities, score gradients) and
-// that head's gradient of one key row and one value row.
-inline int64_t attn_scratch_per_token(int64_t hd) { return 8 + 2 * hd; }
+// Queries go through attention in blocks of this many (ops_attention.cpp).
+inline constexpr int64_t kAttnQueryBlock = 8;
+// Per query head and token: two tiles of kAttnQueryBlock query rows (probabilities, score
+// gradients) and that head's gradient of one key row and one value row.
+inline int64_t attn_scratch_per_token(int64_t hd) { return 2 * kAttnQueryBlock + 2 * hd; }
 inline int64_t attn_scratch_floats(int64_t n_head, int64_t T, int64_t hd) { return n_head * T * attn_scratch_per_token(hd); }
 void attention_forward(const AttnShape& s, const float* q, const float* k, const float* v, float* out, float* lse,
                        ThreadPool& pool);

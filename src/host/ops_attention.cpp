@@ -23,7 +23,8 @@ namespace {
 using vec4::f4;
 using vec4::load_n;
 using vec4::store_n;
-constexpr int kQueries = tile::kTileRows;
+constexpr int kQueries = static_cast<int>(kAttnQueryBlock);
+static_assert(kQueries <= tile::kTileRows, "a query block is one tile of rows");
 
 // Task scratch for query head h over the sequence starting at s0: two tiles of kQueries
 // rows, then the head's parts of dk and dv (attn_scratch_per_token floats per token).

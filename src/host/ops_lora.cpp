@@ -90,7 +90,7 @@ void lora_up_add(const LoraBranch& L, const float* z, int64_t T, float* y, Threa
 void lora_backward_params(const LoraBranch& L, const float* x, const float* z, const float* dy, int64_t T, float* dA,
                           float* dB, float* u_scratch, float* dz, ThreadPool& pool) {
   const int64_t r = L.rank;
-  // dB[o, :] += scale · Σ_t dy[t,o]·z[t,:], a task per block of outputs, 4 at a time, each
+  // dB[o, :] += scale · Σ_t dy[t,o]·z[t,:], a task per block of outputs, kTileRows at a time, each
   // summed over the tokens in order in registers.
   parallel_rows(pool, L.out, 64, [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; o += kTileRows)
@@ -109,7 +109,7 @@ void lora_backward_params(const LoraBranch& L, const float* x, const float* z, c
     if (L.dropout > 0.0f) dropped_rows(L, x, t0, t1, u_scratch + t0 * L.in);
   });
   const float* u = L.dropout > 0.0f ? u_scratch : x;
-  // dA[j, c] += Σ_t dz[t,j]·u[t,c], a task per block of columns, 4 rows j at a time, each
+  // dA[j, c] += Σ_t dz[t,j]·u[t,c], a task per block of columns, kTileRows rows j at a time, each
   // summed over the tokens in order in registers.
   parallel_rows(pool, L.in, 256, [&](int64_t c0, int64_t c1) {
     for (int64_t j = 0; j < r; j += kTileRows)
@@ -134,7 +134,8 @@ void lora_backward_input(const LoraBranch& L, const float* dz, int64_t T, float*
       }
       for (int64_t c0 = 0; c0 < L.in; c0 += kCols) {
         const int64_t nc = std::min(kCols, L.in - c0);
-        float* accr[kTileRows] = {acc[0], acc[1], acc[2], acc[3]};
+        float* accr[kTileRows];
+        for (int a = 0; a < kTileRows; ++a) accr[a] = acc[a];
         tile::weighted_rows(dzr, n, L.A + c0, L.in, r, nc, 1.0f, accr, false);
         for (int a = 0; a < n; ++a)
           for (int64_t c = 0; c < nc; ++c) dx[(t + a) * L.in + c0 + c] += acc[a][c] * keep_factor(L, t + a, c0 + c);

@@ -1,7 +1,9 @@
 // Output-head loss on a chunk of supervised rows: NLL of the label under log-softmax, and
 // its gradient (softmax − onehot) scaled by loss_scale, written over the logits in place.
-// The exponentials are vec4's (a whole vocabulary per row, twice); each row's sum is kept
-// in double, a vector of floats at a time.
+// Three passes over each row (a whole vocabulary): its max; e = exp(z − max) written over z
+// and summed (in float over runs of 256 values, in double across runs); e times
+// loss_scale / sum. Eight floats at a time, vec4's exponential; the row's last partial
+// vector goes through a zero-padded copy.
 #include <cmath>
 
 #include "ops.h"
@@ -10,23 +12,41 @@
 namespace nl {
 namespace {
 
-using vec4::f4;
+using vec4::f8;
 
-// Σ exp(z[i] - m), accumulated in float over runs of 256 values and in double across runs.
-double sum_exp(const float* z, int64_t V, float m) {
+float row_max(const float* z, int64_t V) {
+  f8 m = vec4::load8_n(z, std::min<int64_t>(V, 8), z[0]);
+  for (int64_t i = 8; i + 8 <= V; i += 8) {
+    const f8 x = vec4::load8(z + i);
+    m = x > m ? x : m;
+  }
+  if (V % 8 != 0 && V > 8) {
+    const f8 x = vec4::load8_n(z + V / 8 * 8, V % 8, z[0]);
+    m = x > m ? x : m;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+// z[i] = exp(z[i] - m); returns Σ z[i] (float over runs of 256 values, double across runs).
+double exp_in_place(float* z, int64_t V, float m) {
   constexpr int64_t kRun = 256;
-  const f4 mv = vec4::splat(m);
   double sum = 0;
   int64_t i = 0;
-  while (i + 4 <= V) {
-    f4 run = {};
-    for (const int64_t end = std::min(V, i + kRun); i + 4 <= end; i += 4) run += vec4::exp(vec4::load(z + i) - mv);
-    sum += static_cast<double>(vec4::sum(run));
+  while (i + 8 <= V) {
+    f8 run = {};
+    for (const int64_t end = std::min(V, i + kRun); i + 8 <= end; i += 8) {
+      const f8 e = vec4::exp(vec4::load8(z + i) - m);
+      vec4::store8(z + i, e);
+      run += e;
+    }
+    sum += static_cast<double>(vec4::sum(vec4::halves_sum(run)));
   }
-  if (i < V) {
-    f4 e = vec4::exp(vec4::load_n(z + i, V - i) - mv);
-    for (int64_t l = V - i; l < 4; ++l) e[l] = 0.0f;
-    sum += static_cast<double>(vec4::sum(e));
+  if (i < V) {  // padded with -inf, whose exponential is 0
+    const f8 e = vec4::exp(vec4::load8_n(z + i, V - i, -__builtin_inff()) - m);
+    vec4::store8_n(z + i, e, V - i);
+    sum += static_cast<double>(vec4::sum(vec4::halves_sum(e)));
   }
   return sum;
 }
@@ -34,14 +54,13 @@ double sum_exp(const float* z, int64_t V, float m) {
 // One row: returns its NLL and writes loss_scale · (softmax − onehot) over z.
 NL_HOST_KERNEL
 double cross_entropy_row(float* z, int32_t label, int64_t V, float loss_scale) {
-  const float m = vec4::max_of(z, V);
-  const double sum = sum_exp(z, V, m);
-  const double nll = static_cast<double>(m) + std::log(sum) - static_cast<double>(z[label]);
-  // softmax = exp(z - m) / sum, times the loss scale
-  const f4 mv = vec4::splat(m), k = vec4::splat(static_cast<float>(loss_scale / sum));
+  const float m = row_max(z, V), z_label = z[label];
+  const double sum = exp_in_place(z, V, m);
+  const double nll = static_cast<double>(m) + std::log(sum) - static_cast<double>(z_label);
+  const float k = static_cast<float>(loss_scale / sum);  // softmax = e / sum, times the loss scale
   int64_t i = 0;
-  for (; i + 4 <= V; i += 4) vec4::store(z + i, vec4::exp(vec4::load(z + i) - mv) * k);
-  if (i < V) vec4::store_n(z + i, vec4::exp(vec4::load_n(z + i, V - i) - mv) * k, V - i);
+  for (; i + 8 <= V; i += 8) vec4::store8(z + i, vec4::load8(z + i) * k);
+  for (; i < V; ++i) z[i] *= k;
   z[label] -= loss_scale;
   return nll;
 }

@@ -19,20 +19,10 @@ f4 lane_sums(f4 a, f4 b, f4 c, f4 d) {
   return __builtin_shuffle(ab, cd, i4{0, 1, 4, 5}) + __builtin_shuffle(ab, cd, i4{2, 3, 6, 7});
 }
 
-// Eight floats: one AVX register in the x86-64-v3 build (NL_HOST_KERNEL), two SSE or NEON
-// registers elsewhere, with the same arithmetic in every lane either way. (Written as two
-// four-float vectors, the x86-64-v3 build stayed on 128-bit registers.) Scalars multiply
-// vectors directly (GCC broadcasts them): a vector built from 8 copies compiled to 8 inserts.
-// (GCC warns that returning one changes the ABI without AVX: every function taking or
-// returning one here is inlined into the kernels, so no call passes one.)
-#pragma GCC diagnostic ignored "-Wpsabi"
-using f8 = float __attribute__((vector_size(32)));
-using f8u = float __attribute__((vector_size(32), aligned(4)));
-inline f8 load8(const float* p) { return *reinterpret_cast<const f8u*>(p); }
-// Lanes 0..3 plus lanes 4..7.
-inline f4 halves_sum(f8 v) {
-  return __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
-}
+using vec4::f8;
+using vec4::f8u;
+using vec4::halves_sum;
+using vec4::load8;
 
 // Columns [i, i+8) of a row as one vector. Full slabs (kFull) move whole vectors; the last,
 // partial slab of a row has n real lanes, the others zero. The loops below run every full
@@ -60,13 +50,24 @@ struct Slab {
   }
 };
 
-// Calls f.template operator()<kFull>(i) for every 8-column slab i of [0, n).
-template <class F>
+// Calls f.template operator()<kFull, W>(i) over the 8-column slabs of [0, n): groups of
+// kWide full slabs first, then single full slabs, then the partial one, so no branch sits in
+// the kernels' inner loops.
+template <int kWide, class F>
 void for_slabs(int64_t n, F&& f) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) f.template operator()<true>(i);
-  if (i < n) f.template operator()<false>(i);
+  if constexpr (kWide > 1)
+    for (; i + 8 * kWide <= n; i += 8 * kWide) f.template operator()<true, kWide>(i);
+  for (; i + 8 <= n; i += 8) f.template operator()<true, 1>(i);
+  if (i < n) f.template operator()<false, 1>(i);
 }
+
+// Slabs per pass for NP rows: the kernels keep NP x W sums (or rows) in registers, and a
+// fused multiply-add takes 4 cycles on Zen 3 and 2 issue each cycle, so 8 independent sums
+// keep the units busy; with 4 they ran at half rate. Sixteen registers hold at most 8 sums
+// plus the streamed vector and a broadcast.
+template <int NP>
+constexpr int kWideFor = NP <= 4 ? 2 : 1;
 
 template <int NP>
 void weighted_rows_n(const float* const P[kTileRows], const float* R, int64_t ldr, int64_t nk, int64_t n, float scale,
@@ -77,19 +78,20 @@ void weighted_rows_n(const float* const P[kTileRows], const float* R, int64_t ld
     p[a] = P[a];
     out[a] = Out[a];
   }
-  for_slabs(n, [&]<bool kFull>(int64_t i) {
+  for_slabs<kWideFor<NP>>(n, [&]<bool kFull, int W>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f8 acc[NP] = {};
+    f8 acc[W][NP] = {};
     const float* r = R + i;
-    for (int64_t j = 0; j < nk; ++j, r += ldr) {
-      const f8 rj = s.load(r);
-      for (int a = 0; a < NP; ++a) acc[a] += p[a][j] * rj;
-    }
-    for (int a = 0; a < NP; ++a) {
-      f8 o = scale * acc[a];
-      if (accumulate) o += s.load(out[a] + i);
-      s.store(out[a] + i, o);
-    }
+    for (int64_t j = 0; j < nk; ++j, r += ldr)
+      for (int w = 0; w < W; ++w) {
+        const f8 rj = s.load(r + 8 * w);
+        for (int a = 0; a < NP; ++a) acc[w][a] += p[a][j] * rj;
+      }
+    for (int w = 0; w < W; ++w)
+      for (int a = 0; a < NP; ++a) {
+        float* o = out[a] + i + 8 * w;
+        s.store(o, accumulate ? s.load(o) + scale * acc[w][a] : scale * acc[w][a]);
+      }
   });
 }
 
@@ -98,51 +100,63 @@ void add_outer_n(const float* const P[kTileRows], const float* const X[kTileRows
                  float* Y, int64_t ldy) {
   const float* p[NP];
   for (int a = 0; a < NP; ++a) p[a] = P[a];
-  for_slabs(n, [&]<bool kFull>(int64_t i) {
+  for_slabs<kWideFor<NP>>(n, [&]<bool kFull, int W>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f8 x[NP];
-    for (int a = 0; a < NP; ++a) x[a] = s.load(X[a] + i);
+    f8 x[W][NP];
+    for (int w = 0; w < W; ++w)
+      for (int a = 0; a < NP; ++a) x[w][a] = s.load(X[a] + i + 8 * w);
     float* y = Y + i;
-    for (int64_t j = 0; j < nk; ++j, y += ldy) {
-      f8 yj = s.load(y);
-      for (int a = 0; a < NP; ++a) yj += (scale * p[a][j]) * x[a];
-      s.store(y, yj);
-    }
+    for (int64_t j = 0; j < nk; ++j, y += ldy)
+      for (int w = 0; w < W; ++w) {  // y_j += scale · Σ_a p_aj x_a
+        f8 sum = p[0][j] * x[w][0];
+        for (int a = 1; a < NP; ++a) sum += p[a][j] * x[w][a];
+        s.store(y + 8 * w, s.load(y + 8 * w) + scale * sum);
+      }
   });
 }
 
 template <int NP>
 void weighted_cols_n(const float* P, int64_t ldp, const float* X, int64_t ldx, int64_t nt, int64_t n, float scale,
                      float* Y, int64_t ldy) {
-  for_slabs(n, [&]<bool kFull>(int64_t i) {
+  for_slabs<kWideFor<NP>>(n, [&]<bool kFull, int W>(int64_t i) {
     const Slab<kFull> s(i, n);
-    f8 acc[NP] = {};
+    f8 acc[W][NP] = {};
     const float* x = X + i;
     const float* p = P;
-    for (int64_t t = 0; t < nt; ++t, x += ldx, p += ldp) {
-      const f8 xt = s.load(x);
-      for (int a = 0; a < NP; ++a) acc[a] += p[a] * xt;
-    }
-    for (int a = 0; a < NP; ++a) s.store(Y + a * ldy + i, s.load(Y + a * ldy + i) + scale * acc[a]);
+    for (int64_t t = 0; t < nt; ++t, x += ldx, p += ldp)
+      for (int w = 0; w < W; ++w) {
+        const f8 xt = s.load(x + 8 * w);
+        for (int a = 0; a < NP; ++a) acc[w][a] += p[a] * xt;
+      }
+    for (int w = 0; w < W; ++w)
+      for (int a = 0; a < NP; ++a) {
+        float* y = Y + a * ldy + i + 8 * w;
+        s.store(y, s.load(y) + scale * acc[w][a]);
+      }
   });
 }
 
 // Calls f.template operator()<N>() for N = n (1 .. kTileRows): the row count becomes a
-// constant, so the per-row accumulators are registers.
+// constant, so the per-row sums are registers.
 template <class F>
 void with_rows(int n, F&& f) {
+  static_assert(kTileRows == 8);
   switch (n) {
     case 1: return f.template operator()<1>();
     case 2: return f.template operator()<2>();
     case 3: return f.template operator()<3>();
-    default: return f.template operator()<4>();
+    case 4: return f.template operator()<4>();
+    case 5: return f.template operator()<5>();
+    case 6: return f.template operator()<6>();
+    case 7: return f.template operator()<7>();
+    default: return f.template operator()<8>();
   }
 }
 
-}  // namespace
-
-NL_HOST_KERNEL
-void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
+// kTail: n is not a multiple of 8. (A separate instantiation: with the partial loads'
+// memcpy in the same code, GCC kept the sums in memory and zeroed them with a `rep stos`.)
+template <bool kTail>
+void dots_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
           float* S, int64_t lds) {
   const int64_t n8 = n / 8 * 8;
   const Slab<false> tail(n8, n);
@@ -154,24 +168,41 @@ void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, 
       const float* x0 = X[a];
       const float* x1 = a + 1 < nx ? X[a + 1] : x0;
       f8 acc[2][4] = {};
-      auto step = [&](f8 xa, f8 xb, auto load_k) {
+      for (int64_t i = 0; i < n8; i += 8) {
+        const f8 xa = load8(x0 + i), xb = load8(x1 + i);
         for (int b = 0; b < 4; ++b) {
-          const f8 kb = load_k(k[b]);
+          const f8 kb = load8(k[b] + i);
           acc[0][b] += xa * kb;
           acc[1][b] += xb * kb;
         }
-      };
-      for (int64_t i = 0; i < n8; i += 8)
-        step(load8(x0 + i), load8(x1 + i), [i](const float* r) { return load8(r + i); });
-      if (n8 < n)
-        step(tail.load(x0 + n8), tail.load(x1 + n8), [&](const float* r) { return tail.load(r + n8); });
-      for (int r = 0; r < 2 && a + r < nx; ++r)
-        store_n(S + (a + r) * lds + j0,
-                vec4::splat(scale) * lane_sums(halves_sum(acc[r][0]), halves_sum(acc[r][1]), halves_sum(acc[r][2]),
-                                               halves_sum(acc[r][3])),
-                nj);
+      }
+      if constexpr (kTail) {
+        const f8 xa = tail.load(x0 + n8), xb = tail.load(x1 + n8);
+        for (int b = 0; b < 4; ++b) {
+          const f8 kb = tail.load(k[b] + n8);
+          acc[0][b] += xa * kb;
+          acc[1][b] += xb * kb;
+        }
+      }
+      // (Both rows' sums are made before the second row is known to be real: indexing acc by
+      // a run-time row kept it in memory, zeroed by a `rep stos` on every tile.)
+      f4 row[2];
+      for (int r = 0; r < 2; ++r)
+        row[r] = vec4::splat(scale) *
+                 lane_sums(halves_sum(acc[r][0]), halves_sum(acc[r][1]), halves_sum(acc[r][2]), halves_sum(acc[r][3]));
+      store_n(S + a * lds + j0, row[0], nj);
+      if (a + 1 < nx) store_n(S + (a + 1) * lds + j0, row[1], nj);
     }
   }
+}
+
+}  // namespace
+
+NL_HOST_KERNEL
+void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
+          float* S, int64_t lds) {
+  if (n % 8 != 0) return dots_n<true>(X, nx, K, ldk, nk, n, scale, S, lds);
+  dots_n<false>(X, nx, K, ldk, nk, n, scale, S, lds);
 }
 
 NL_HOST_KERNEL

@@ -9,7 +9,7 @@
 
 namespace nl::tile {
 
-inline constexpr int kTileRows = 4;
+inline constexpr int kTileRows = 8;
 
 // S[a*lds + j] = scale · X_a·K_j for rows a < nx and j < nk (K_j = K + j*ldk; length n).
 void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,

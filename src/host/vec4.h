@@ -1,10 +1,12 @@
-// Four-float vectors for the host ops (attention, SwiGLU, the loss), written with GCC's
-// vector extensions: SSE2 on any x86-64, NEON on arm64, no per-ISA builds or dispatch.
-// The host ops are about a fifth of a step; written as plain loops they stayed scalar (GCC
-// does not vectorize float reductions without -ffast-math, and std::exp is a library call),
-// so they use these instead. (The tile products, tile_products.cpp, use eight-float
-// vectors: on Zen 3 their x86-64-v3 build ran 15-18% faster on 256-bit registers.)
+// Four- and eight-float vectors for the host ops (attention, SwiGLU, the loss, the tile
+// products), written with GCC's vector extensions: SSE2 on any x86-64, NEON on arm64, no
+// per-ISA builds or dispatch. The host ops are about a fifth of a step; written as plain
+// loops they stayed scalar (GCC does not vectorize float reductions without -ffast-math,
+// and std::exp is a library call), so they use these instead. The streaming loops use
+// eight floats: on Zen 3 their x86-64-v3 build ran 15-18% faster on 256-bit registers.
 #pragma once
+// Eight-float vectors go by value only between inlined functions (see f8 below).
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include <cstdint>
 #include <cstring>
 
@@ -64,31 +66,60 @@ inline float max_of(const float* p, int64_t n) {
   return r;
 }
 
-// e^x lane by lane: Cephes' expf (x = n·ln2 + r, |r| <= ln2/2, a degree-6 polynomial in
-// r, times 2^n built in the exponent bits). Within 2 ulp of the exact value from
-// ln(smallest normal) = -87.34 to 88.37; 0 below, +inf above (so 88.37 to ln(FLT_MAX) =
-// 88.72 reads as +inf too), NaN stays NaN.
-inline f4 exp(f4 x) {
-  const f4 lo = splat(-87.3365447f), hi = splat(88.3762626f);
-  const i4 underflow = x < lo, overflow = x > hi;
+// e^x lane by lane, for four- or eight-float vectors: Cephes' expf (x = n·ln2 + r,
+// |r| <= ln2/2, a degree-6 polynomial in r, times 2^n built in the exponent bits). Within
+// 2 ulp of the exact value from ln(smallest normal) = -87.34 to 88.37; 0 below, +inf above
+// (so 88.37 to ln(FLT_MAX) = 88.72 reads as +inf too), NaN stays NaN. Scalars combine with
+// the vectors directly (GCC broadcasts them).
+template <class V>
+inline V exp(V x) {
+  using I = decltype(x < x);  // the integer vector of V's width
+  const float lo = -87.3365447f, hi = 88.3762626f;
+  const I underflow = x < lo, overflow = x > hi;
   x = x < lo ? lo : x;  // comparisons with NaN are false: NaN passes through
   x = x > hi ? hi : x;
-  const f4 magic = splat(12582912.0f);  // 1.5·2^23: adding it rounds to an integer
-  const f4 n = (x * splat(1.44269504088896341f) + magic) - magic;
-  f4 r = x - n * splat(0.693359375f);
-  r = r - n * splat(-2.12194440e-4f);
-  f4 p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  p = p * (r * r) + r + splat(1.0f);
-  const i4 two_n = (__builtin_convertvector(n, i4) + 127) << 23;
-  f4 y = p * (f4)two_n;  // a vector cast reinterprets the bits
-  const f4 zero = splat(0.0f), inf = splat(__builtin_inff());
-  y = underflow ? zero : y;
-  return overflow ? inf : y;
+  const float magic = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
+  const V n = (x * 1.44269504088896341f + magic) - magic;
+  V r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I two_n = (__builtin_convertvector(n, I) + 127) << 23;
+  const V y = p * (V)two_n;  // a vector cast reinterprets the bits
+  const V zero{}, inf = zero + __builtin_inff();
+  return overflow ? inf : underflow ? zero : y;
+}
+
+// Eight floats: one AVX register in the x86-64-v3 build (NL_HOST_KERNEL), two SSE or NEON
+// registers elsewhere, with the same arithmetic in every lane either way. (Written as two
+// four-float vectors, the x86-64-v3 build stayed on 128-bit registers.) Scalars multiply
+// vectors directly: a vector built from 8 copies (f8{x, ...}) compiled to 8 inserts. GCC
+// warns that passing one by value changes the ABI without AVX: every function taking or
+// returning one is inlined into the kernels (NL_HOST_KERNEL's flatten), so no call passes one.
+using f8 = float __attribute__((vector_size(32)));
+using f8u = float __attribute__((vector_size(32), aligned(4)));
+inline f8 load8(const float* p) { return *reinterpret_cast<const f8u*>(p); }
+inline void store8(float* p, f8 v) { *reinterpret_cast<f8u*>(p) = v; }
+// The first min(n, 8) floats at p, the other lanes `fill`; and the first min(n, 8) lanes of
+// v stored to p (for the last, partial vector of a row; through a padded copy).
+[[gnu::always_inline]] inline f8 load8_n(const float* p, int64_t n, float fill = 0.0f) {
+  if (n >= 8) return load8(p);
+  float buf[8];
+  for (float& b : buf) b = fill;
+  std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(float));
+  return load8(buf);
+}
+[[gnu::always_inline]] inline void store8_n(float* p, f8 v, int64_t n) {
+  if (n >= 8) return store8(p, v);
+  std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
+}
+// Lanes 0..3 plus lanes 4..7.
+inline f4 halves_sum(f8 v) {
+  return __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
 }
 
 }  // namespace nl::vec4
