@@ -1,6 +1,6 @@
 // The host ops of one decoder block at a model's shapes (the work the step does outside
 // the frozen products): attention forward and backward, the LoRA branch's four products on
-// every projection, SwiGLU, and the output head's loss over one chunk of rows. Prints each
+// every projection, RMSNorm, SwiGLU, and the output head's loss over one chunk of rows. Prints each
 // op's time (median of --reps), its GFLOP/s where it has a natural count, and the share of
 // this machine's f32 FMA peak measured in the same run.
 //   nl_bench_host_ops [--preset qwen2.5-0.5b] [--seq 256] [--rank 8] [--threads N] [--reps 7]
@@ -115,6 +115,17 @@ int main(int argc, char** argv) {
   report("LoRA up, 7 projections", s_up, per_width * sum_out);
   report("LoRA parameter grads, 7 projections", s_params, per_width * (2 * sum_out + sum_in));  // dB, dz; dA
   report("LoRA input grad, 7 projections", s_input, per_width * sum_in);
+
+  // RMSNorm over T rows of d_model (the block has two, plus the final one per loss chunk).
+  const int64_t nd = T * cfg.d_model;
+  const Vec xn_in = random_vec(nd, 45, 1), nw = random_vec(cfg.d_model, 46, 1), dyn = random_vec(nd, 47, 1);
+  Vec yn(nd), rstd(T), dxn(nd);
+  report("RMSNorm forward", median_seconds(reps, [&] {
+           nl::rmsnorm_forward(xn_in.data(), nw.data(), T, cfg.d_model, 1e-6f, yn.data(), rstd.data(), pool);
+         }), 0);
+  report("RMSNorm backward", median_seconds(reps, [&] {
+           nl::rmsnorm_backward(dyn.data(), xn_in.data(), nw.data(), rstd.data(), T, cfg.d_model, dxn.data(), pool);
+         }), 0);
 
   // SwiGLU forward and backward over the MLP's T x d_ff.
   const int64_t nff = T * cfg.d_ff;

@@ -209,8 +209,40 @@ TEST(CrossEntropy, LossAndGradientMatchTheDefinition) {
   for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], want_grad[i], 1e-6) << i;
 }
 
+TEST(RmsNorm, ForwardAndBackwardMatchTheDefinitionForAnyThreadCount) {
+  const int64_t rows = 70;  // two tasks of rows
+  for (int64_t n : {5, 37, 896}) {
+    const Vec x = random_vec(rows * n, 61, 3.0f), w = random_vec(n, 62, 1.5f), dy = random_vec(rows * n, 63, 1.0f);
+    const float eps = 1e-6f;
+    Vec results[2][2];
+    for (int k = 0; k < 2; ++k) {
+      ThreadPool pool(k == 0 ? 1 : 3);
+      Vec y(rows * n), rstd(rows), dx(rows * n, 0.5f);  // dx accumulates
+      rmsnorm_forward(x.data(), w.data(), rows, n, eps, y.data(), rstd.data(), pool);
+      rmsnorm_backward(dy.data(), x.data(), w.data(), rstd.data(), rows, n, dx.data(), pool);
+      std::vector<double> wy(rows * n), wdx(rows * n);
+      for (int64_t r = 0; r < rows; ++r) {
+        double ss = 0, dot = 0;
+        for (int64_t i = 0; i < n; ++i) ss += double(x[r * n + i]) * x[r * n + i];
+        const double rs = 1.0 / std::sqrt(ss / double(n) + eps);
+        for (int64_t i = 0; i < n; ++i) dot += double(w[i]) * dy[r * n + i] * x[r * n + i];
+        for (int64_t i = 0; i < n; ++i) {
+          wy[r * n + i] = x[r * n + i] * rs * w[i];
+          wdx[r * n + i] = 0.5 + rs * w[i] * dy[r * n + i] - x[r * n + i] * rs * rs * rs / double(n) * dot;
+        }
+      }
+      expect_close(y, wy, 1e-5, "y");
+      expect_close(dx, wdx, 1e-5, "dx");
+      results[k][0] = y;
+      results[k][1] = dx;
+    }
+    EXPECT_EQ(results[0][0], results[1][0]) << "n = " << n;
+    EXPECT_EQ(results[0][1], results[1][1]) << "n = " << n;
+  }
+}
+
 TEST(SwiGlu, ForwardAndBackwardMatchTheDefinition) {
-  const int64_t n = 1031;  // not a multiple of 4
+  const int64_t n = 1031;  // not a multiple of 8
   Vec g = random_vec(n, 31, 6.0f), u = random_vec(n, 32, 2.0f), dh = random_vec(n, 33, 1.0f);
   g[0] = -100.0f, g[1] = 100.0f;  // saturated sigmoid
   ThreadPool pool(2);
