@@ -3,7 +3,7 @@
 // Three passes over each row (a whole vocabulary): its max; e = exp(z − max) written over z
 // and summed (in float over runs of 256 values, in double across runs); e times
 // loss_scale / sum. Eight floats at a time, vec4's exponential; the row's last partial
-// vector goes through a zero-padded copy.
+// vector goes through a padded copy (padded with -inf for the exponentials).
 #include <cmath>
 
 #include "ops.h"
@@ -13,21 +13,6 @@ namespace nl {
 namespace {
 
 using vec4::f8;
-
-float row_max(const float* z, int64_t V) {
-  f8 m = vec4::load8_n(z, std::min<int64_t>(V, 8), z[0]);
-  for (int64_t i = 8; i + 8 <= V; i += 8) {
-    const f8 x = vec4::load8(z + i);
-    m = x > m ? x : m;
-  }
-  if (V % 8 != 0 && V > 8) {
-    const f8 x = vec4::load8_n(z + V / 8 * 8, V % 8, z[0]);
-    m = x > m ? x : m;
-  }
-  float r = m[0];
-  for (int l = 1; l < 8; ++l) r = m[l] > r ? m[l] : r;
-  return r;
-}
 
 // z[i] = exp(z[i] - m); returns Σ z[i] (float over runs of 256 values, double across runs).
 double exp_in_place(float* z, int64_t V, float m) {
@@ -54,7 +39,7 @@ double exp_in_place(float* z, int64_t V, float m) {
 // One row: returns its NLL and writes loss_scale · (softmax − onehot) over z.
 NL_HOST_KERNEL
 double cross_entropy_row(float* z, int32_t label, int64_t V, float loss_scale) {
-  const float m = row_max(z, V), z_label = z[label];
+  const float m = vec4::max_of(z, V), z_label = z[label];
   const double sum = exp_in_place(z, V, m);
   const double nll = static_cast<double>(m) + std::log(sum) - static_cast<double>(z_label);
   const float k = static_cast<float>(loss_scale / sum);  // softmax = e / sum, times the loss scale

@@ -50,21 +50,6 @@ inline void store_n(float* p, f4 v, int64_t n) {
 }
 inline f4 splat(float x) { return f4{x, x, x, x}; }
 inline float sum(f4 v) { return (v[0] + v[1]) + (v[2] + v[3]); }
-inline f4 max(f4 a, f4 b) { return a > b ? a : b; }
-inline float max_lane(f4 v) {
-  const float a = v[0] > v[1] ? v[0] : v[1], b = v[2] > v[3] ? v[2] : v[3];
-  return a > b ? a : b;
-}
-
-// The largest of p[0, n) (n > 0).
-inline float max_of(const float* p, int64_t n) {
-  f4 m = splat(p[0]);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) m = max(m, load(p + i));
-  float r = max_lane(m);
-  for (; i < n; ++i) r = p[i] > r ? p[i] : r;
-  return r;
-}
 
 // e^x lane by lane, for four- or eight-float vectors: Cephes' expf (x = n·ln2 + r,
 // |r| <= ln2/2, a degree-6 polynomial in r, times 2^n built in the exponent bits). Within
@@ -116,6 +101,19 @@ inline void store8(float* p, f8 v) { *reinterpret_cast<f8u*>(p) = v; }
 [[gnu::always_inline]] inline void store8_n(float* p, f8 v, int64_t n) {
   if (n >= 8) return store8(p, v);
   std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
+}
+// The largest of p[0, n) (n > 0), eight floats at a time.
+inline float max_of(const float* p, int64_t n) {
+  f8 m = load8_n(p, n, p[0]);
+  int64_t i = 8;
+  for (; i + 8 <= n; i += 8) {
+    const f8 x = load8(p + i);
+    m = x > m ? x : m;
+  }
+  float r = m[0];
+  for (int l = 1; l < 8; ++l) r = m[l] > r ? m[l] : r;
+  for (; i < n; ++i) r = p[i] > r ? p[i] : r;
+  return r;
 }
 // Lanes 0..3 plus lanes 4..7.
 inline f4 halves_sum(f8 v) {
