@@ -147,7 +147,15 @@ bool int8_native(const ResidentMatrix& m) {
 }
 
 // Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
-// take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads.
+// take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads,
+// unless the matrix is tall enough (kInt8GradFullTokensRows) and wide enough that its column
+// ranges alone give every thread kInt8GradFullTokensRangesPerThread tasks: each task packs
+// its panels once per row block, so halving its tokens doubles the packing per product.
+// Measured on Zen 5 (AVX-VNNI, 2 threads, 3-4 interleaved rounds, docs/PERFORMANCE.md
+// 2026-12-04): the input gradient of the qwen2.5-1.5b and llama-3.2-1b q/gate/down and the
+// llama-3.2-1b output head 0.87-0.93x the time at 128 tokens (64 for the head), 0.91-0.98x at
+// 256, the same at 512; on k/v (256-512 rows) and the 896-column qwen2.5-0.5b matrices
+// splitting stayed faster.
 // Tasks run in the order (column range, token block), so the threads share the weights
 // while they stream through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of
 // the output head took 1.6-2.2x the forward's time as 4 column ranges of one token block,
@@ -157,8 +165,13 @@ bool int8_native(const ResidentMatrix& m) {
 // (2 threads, dX time over the forward's, medians of 3 interleaved runs, F16/Q4_K/Q6_K of
 // qwen2.5-1.5b and llama-3.2-1b q/k/gate/down and the output head): at 64 and 128 tokens
 // 1.06-1.43x faster (one case 0.99x), at 256 a median 1.05x (0.82-1.21x).
-int64_t int8_grad_tokens_per_task(const ResidentMatrix& m, int64_t T, int64_t threads) {
+constexpr int64_t kInt8GradFullTokensRows = 1024, kInt8GradFullTokensRangesPerThread = 3;
+int64_t int8_grad_tokens_per_task(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t T,
+                                  int64_t threads) {
   if (!int8_native(m)) return std::min(T, kInt8TokensPerTask);
+  const int64_t ranges = ceil_div(m.cols, input_grad_cols_per_task(k, m, Precision::Int8));
+  if (m.rows >= kInt8GradFullTokensRows && ranges >= kInt8GradFullTokensRangesPerThread * threads)
+    return std::min(T, kInt8TokensPerTask);
   return std::min(kInt8TokensPerTask, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
 }
 
@@ -649,7 +662,7 @@ class CpuEngine final : public FrozenEngine {
                           T * engine::kGradRowBlock);
         }
       });
-      const int64_t tpt = int8_grad_tokens_per_task(m, T, pool_.size()), ntb = ceil_div(T, tpt);
+      const int64_t tpt = int8_grad_tokens_per_task(kernels_, m, T, pool_.size()), ntb = ceil_div(T, tpt);
       const ColumnRanges ranges(kernels_, m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
