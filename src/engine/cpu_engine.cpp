@@ -154,8 +154,8 @@ bool int8_native(const ResidentMatrix& m) {
 // Measured on Zen 5 (AVX-VNNI, 2 threads, 3-4 interleaved rounds, docs/PERFORMANCE.md
 // 2026-12-04): the input gradient of the qwen2.5-1.5b and llama-3.2-1b q/gate/down and the
 // llama-3.2-1b output head 0.87-0.93x the time at 128 tokens (64 for the head), 0.91-0.98x at
-// 256, the same at 512; on k/v (256-512 rows) and the 896-column qwen2.5-0.5b matrices
-// splitting stayed faster.
+// 256, the same at 512; qwen2.5-0.5b gate (4 ranges) 0.95-0.98x at 128 and 256; on k/v
+// (256-512 rows) and qwen2.5-0.5b q (896 rows) splitting stayed faster.
 // Tasks run in the order (column range, token block), so the threads share the weights
 // while they stream through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of
 // the output head took 1.6-2.2x the forward's time as 4 column ranges of one token block,
@@ -165,7 +165,7 @@ bool int8_native(const ResidentMatrix& m) {
 // (2 threads, dX time over the forward's, medians of 3 interleaved runs, F16/Q4_K/Q6_K of
 // qwen2.5-1.5b and llama-3.2-1b q/k/gate/down and the output head): at 64 and 128 tokens
 // 1.06-1.43x faster (one case 0.99x), at 256 a median 1.05x (0.82-1.21x).
-constexpr int64_t kInt8GradFullTokensRows = 1024, kInt8GradFullTokensRangesPerThread = 3;
+constexpr int64_t kInt8GradFullTokensRows = 1024, kInt8GradFullTokensRangesPerThread = 2;
 int64_t int8_grad_tokens_per_task(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t T,
                                   int64_t threads) {
   if (!int8_native(m)) return std::min(T, kInt8TokensPerTask);
@@ -656,10 +656,15 @@ class CpuEngine final : public FrozenEngine {
       g8_.blocks = blocks;
       g8_.tokens = T;
       grow_int8_grad_rows(T, blocks);
+      // A few row blocks of every token of the range at a time: each row block's values go
+      // to one run of the range's tokens (a token's row blocks lie T x 64 bytes apart).
+      constexpr int64_t kBlocksPerCall = 8;
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) {
-          int8_.grad_rows(job.in + t * rows, rows, g8_.ey.data() + t * blocks, g8_.block(0, t),
-                          T * engine::kGradRowBlock);
+        for (int64_t rb = 0; rb < blocks; rb += kBlocksPerCall) {
+          const int64_t r0 = rb * engine::kGradRowBlock, nr = std::min(kBlocksPerCall * engine::kGradRowBlock, rows - r0);
+          for (int64_t t = t0; t < t1; ++t)
+            int8_.grad_rows(job.in + t * rows + r0, nr, g8_.ey.data() + t * blocks + rb, g8_.block(rb, t),
+                            T * engine::kGradRowBlock);
         }
       });
       const int64_t tpt = int8_grad_tokens_per_task(kernels_, m, T, pool_.size()), ntb = ceil_div(T, tpt);
