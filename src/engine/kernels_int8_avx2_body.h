@@ -451,11 +451,16 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // kUnsignedX: the panels are signed and the activations unsigned
 // (dot_unsigned_chunk: with VNNI any signed panel, without it only input-gradient Q4_0
 // ones), stored so or, with kFlip (VNNI), flipped after the broadcast.
+// The sums start from start0 and start1 (zero by default).
 template <int NT, bool kUnsignedX = false, bool kFlip = false>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
-                                   __m256i part0[NT], __m256i part1[NT]) {
+                                   __m256i part0[NT], __m256i part1[NT], __m256i start0 = _mm256_setzero_si256(),
+                                   __m256i start1 = _mm256_setzero_si256()) {
   static_assert(!kFlip || (kUnsignedX && NL_INT8_VNNI), "only unsigned activations are flipped, with vpdpbusd");
-  for (int t = 0; t < NT; ++t) part0[t] = part1[t] = _mm256_setzero_si256();
+  for (int t = 0; t < NT; ++t) {
+    part0[t] = start0;
+    part1[t] = start1;
+  }
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
     const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
@@ -733,11 +738,18 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
     if constexpr (kUnsignedGradActivations<K>) {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
         __m256i part0[NT], part1[NT];
+#if NL_INT8_VNNI  // int32 sums from the start: they begin at minus the offset, not subtract it per token
+        const __m256i zero = _mm256_setzero_si256();
+        dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1,
+                                         _mm256_sub_epi32(zero, pass.colsum[b][cg]),
+                                         _mm256_sub_epi32(zero, pass.colsum[b][cg + 1]));
+#else
         dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
         for (int i = 0; i < NT; ++i) {
           part0[i] = unsigned_sums(part0[i], pass.colsum[b][cg]);
           part1[i] = unsigned_sums(part1[i], pass.colsum[b][cg + 1]);
         }
+#endif
         add_column_group<NT, S>(part0, ev, c0 + cg * 8, n, A, lda, D, ldd);
         add_column_group<NT, S>(part1, ev, c0 + (cg + 1) * 8, n, A, lda, D, ldd);
       }
