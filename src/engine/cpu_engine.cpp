@@ -657,14 +657,19 @@ class CpuEngine final : public FrozenEngine {
       g8_.tokens = T;
       grow_int8_grad_rows(T, blocks);
       // A few row blocks of every token of the range at a time: each row block's values go
-      // to one run of the range's tokens (a token's row blocks lie T x 64 bytes apart).
+      // to one run of the range's tokens (a token's row blocks lie T x 64 bytes apart). The
+      // token's next rows are prefetched meanwhile: read 1 KiB at a time, 8 rows apart, they
+      // missed the caches (qwen2.5-1.5b gate, Zen 5: grad_rows' samples 29% fewer so).
       constexpr int64_t kBlocksPerCall = 8;
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
         for (int64_t rb = 0; rb < blocks; rb += kBlocksPerCall) {
           const int64_t r0 = rb * engine::kGradRowBlock, nr = std::min(kBlocksPerCall * engine::kGradRowBlock, rows - r0);
-          for (int64_t t = t0; t < t1; ++t)
+          const int64_t next = std::min(rows - r0 - nr, kBlocksPerCall * engine::kGradRowBlock);
+          for (int64_t t = t0; t < t1; ++t) {
+            for (int64_t r = 0; r < next; r += 16) __builtin_prefetch(job.in + t * rows + r0 + nr + r);
             int8_.grad_rows(job.in + t * rows + r0, nr, g8_.ey.data() + t * blocks + rb, g8_.block(rb, t),
                             T * engine::kGradRowBlock);
+          }
         }
       });
       const int64_t tpt = int8_grad_tokens_per_task(kernels_, m, T, pool_.size()), ntb = ceil_div(T, tpt);
