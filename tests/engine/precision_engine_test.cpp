@@ -163,8 +163,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{QType::Q4_0, 13, 288, 5},   // partial row group, input grad over 2 column tasks
                       Case{QType::Q8_0, 40, 64, 3},
                       // tall and wide enough that int8 input-gradient tasks take every token
-                      // (int8_grad_tokens_per_task): 7 column tasks of one token block
-                      Case{QType::Q4_0, 1064, 1568, 6},  // (and a ragged last row block)
+                      // (int8_grad_tokens_per_task): 8 column tasks of one token block, where
+                      // a smaller matrix would get 7 x 2 token blocks; a ragged last row block
+                      Case{QType::Q4_0, 1064, 1568, 6},
                       Case{QType::F16, 45, 75, 9},     // ragged columns (not whole 32-blocks)
                       Case{QType::F32, 33, 64, 6},
                       Case{QType::Q4_K, 40, 256, 5},
