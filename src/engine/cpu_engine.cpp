@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -166,13 +168,14 @@ bool int8_native(const ResidentMatrix& m) {
 // qwen2.5-1.5b and llama-3.2-1b q/k/gate/down and the output head): at 64 and 128 tokens
 // 1.06-1.43x faster (one case 0.99x), at 256 a median 1.05x (0.82-1.21x).
 constexpr int64_t kInt8GradFullTokensRows = 1024, kInt8GradFullTokensRangesPerThread = 2;
+constexpr int64_t kMinInt8GradTaskTokens = 4;
 int64_t int8_grad_tokens_per_task(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t T,
                                   int64_t threads) {
   if (!int8_native(m)) return std::min(T, kInt8TokensPerTask);
   const int64_t ranges = ceil_div(m.cols, input_grad_cols_per_task(k, m, Precision::Int8));
   if (m.rows >= kInt8GradFullTokensRows && ranges >= kInt8GradFullTokensRangesPerThread * threads)
     return std::min(T, kInt8TokensPerTask);
-  return std::min(kInt8TokensPerTask, std::max<int64_t>(4, ceil_div(ceil_div(T, threads), 4) * 4));
+  return std::min(kInt8TokensPerTask, std::max(kMinInt8GradTaskTokens, ceil_div(ceil_div(T, threads), 4) * 4));
 }
 
 // Task i of n_units x n_tblocks tasks taken in bands of `band` units (row groups, column
@@ -282,21 +285,97 @@ struct Int8Rows {
   std::vector<int32_t> sum;
 };
 
-// dY of an int8 input gradient, prepared once for every task (kernels_int8.h grad_rows):
-// its scales per (token, 32-row block) (tokens x blocks) and its values as int16 by row
-// block (block rb of token t: 32 values at (rb * tokens + t) * 32, zeros past the last
-// row), so a task reads each row block's dY as one contiguous run. Read in place, the
-// pieces would sit a row of dY apart (8 KiB for 2048 rows: the same few cache sets for
-// every token); measured on Zen 3 (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes,
-// with the per-task output block below), the input-gradient kernel ran 7-25% faster so.
-struct Int8GradRows {
+// dY of an int8 input gradient as its tasks read it (kernels_int8.h grad_rows): its scales
+// per (token, 32-row block) (tokens x blocks) and its values as int16 by row block (block rb
+// of token t: 32 values at (rb * tokens + t) * 32, zeros past the last row), so a task reads
+// each row block's dY as one contiguous run. Read in place, the pieces would sit a row of dY
+// apart (8 KiB for 2048 rows: the same few cache sets for every token); measured on Zen 3
+// (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes, with the per-task output block
+// below), the input-gradient kernel ran 7-25% faster so.
+//
+// The tasks convert dY themselves, a unit at a time: a unit is a token block's tokens x
+// kUnitBlocks row blocks, converted once, by the first task to need it or to reach the unit
+// before it (need()). So each unit is usually converted a unit ahead, while the other threads
+// compute, and a task seldom waits. Before, a pass over all of dY ran ahead of the tasks: its
+// reads and writes (6 bytes a value) went no faster on 2 threads than on 1, the memory being
+// shared, and it took 7-8% of the input gradient of qwen2.5-0.5b gate on 2 threads. Measured
+// on Zen 5 (2 threads, Q4_0/Q8_0/F16 q, gate, down of the three presets at 128 and 512
+// tokens, 6 interleaved rounds): the input gradient 1.018x faster (geometric mean of 54
+// cases; 0.93-1.15x, the small q products gaining most: one loop on the pool, not two).
+class Int8GradRows {
+ public:
+  static constexpr int64_t kUnitBlocks = 8;
   int64_t blocks = 0, tokens = 0;
   std::vector<float> ey;
   std::vector<int16_t> by_block;
-  int16_t* block(int64_t rb, int64_t t) { return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock; }
+
   const int16_t* block(int64_t rb, int64_t t) const {
     return by_block.data() + (rb * tokens + t) * engine::kGradRowBlock;
   }
+  int64_t units_per_token_block() const { return ceil_div(blocks, kUnitBlocks); }
+
+  // Grows the buffers for T tokens of `rows` rows, in token blocks of at least
+  // min_task_tokens (from reserve_input_grad, or at a product larger than reserved).
+  void grow(int64_t T, int64_t rows, int64_t min_task_tokens) {
+    const int64_t nb = ceil_div(rows, engine::kGradRowBlock);
+    if (static_cast<int64_t>(ey.size()) < T * nb) {
+      ey.resize(static_cast<size_t>(T * nb));
+      by_block.resize(static_cast<size_t>(T * nb * engine::kGradRowBlock));
+    }
+    const int64_t units = ceil_div(T, min_task_tokens) * ceil_div(nb, kUnitBlocks);
+    if (units > n_state_) {
+      state_ = std::make_unique<std::atomic<uint8_t>[]>(static_cast<size_t>(units));
+      n_state_ = units;
+    }
+  }
+
+  // Starts a product on dY (T x rows), whose tasks take token blocks of tpt tokens.
+  void start(const float* dY, int64_t rows, int64_t T, int64_t tpt) {
+    dY_ = dY;
+    rows_ = rows;
+    blocks = ceil_div(rows, engine::kGradRowBlock);
+    tokens = T;
+    tpt_ = tpt;
+    const int64_t units = ceil_div(T, tpt) * units_per_token_block();
+    for (int64_t u = 0; u < units; ++u) state_[static_cast<size_t>(u)].store(kTodo, std::memory_order_relaxed);
+  }
+
+  // Returns when unit `unit` of token block tb (its row blocks [unit * kUnitBlocks, ...)) is
+  // converted, having converted it, or the next unit, if no task had claimed them.
+  void need(const engine::Int8Kernels& k8, int64_t tb, int64_t unit) {
+    const int64_t units = units_per_token_block();
+    for (int64_t u = unit; u < std::min(units, unit + 2); ++u) {
+      std::atomic<uint8_t>& st = state_[static_cast<size_t>(tb * units + u)];
+      uint8_t todo = kTodo;
+      if (st.load(std::memory_order_relaxed) == kTodo && st.compare_exchange_strong(todo, kConverting)) {
+        convert(k8, tb, u);
+        st.store(kDone, std::memory_order_release);
+      }
+    }
+    const std::atomic<uint8_t>& st = state_[static_cast<size_t>(tb * units + unit)];
+    while (st.load(std::memory_order_acquire) != kDone) std::this_thread::yield();
+  }
+
+ private:
+  enum : uint8_t { kTodo, kConverting, kDone };
+
+  // Unit u of token block tb: each token's rows of the unit, its next token's prefetched.
+  void convert(const engine::Int8Kernels& k8, int64_t tb, int64_t u) {
+    const int64_t t0 = tb * tpt_, t1 = std::min(tokens, t0 + tpt_);
+    const int64_t rb = u * kUnitBlocks, r0 = rb * engine::kGradRowBlock;
+    const int64_t nr = std::min(kUnitBlocks * engine::kGradRowBlock, rows_ - r0);
+    for (int64_t t = t0; t < t1; ++t) {
+      if (t + 1 < t1)
+        for (int64_t r = 0; r < nr; r += 16) __builtin_prefetch(dY_ + (t + 1) * rows_ + r0 + r);
+      k8.grad_rows(dY_ + t * rows_ + r0, nr, ey.data() + t * blocks + rb,
+                   by_block.data() + (rb * tokens + t) * engine::kGradRowBlock, tokens * engine::kGradRowBlock);
+    }
+  }
+
+  const float* dY_ = nullptr;
+  int64_t rows_ = 0, tpt_ = 1;
+  std::unique_ptr<std::atomic<uint8_t>[]> state_;  // per (token block, unit)
+  int64_t n_state_ = 0;
 };
 
 // Row groups [g, g + ng) (ng = 1 or 2: the AVX2 kernel shares each activation broadcast
@@ -327,8 +406,8 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
 }
 
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          WorkerScratch& ws, const Int8GradRows& g, float* dX, int64_t c0, int64_t c1, int64_t t0,
-                          int64_t t1) {
+                          WorkerScratch& ws, Int8GradRows& g, float* dX, int64_t c0, int64_t c1, int64_t tb,
+                          int64_t t0, int64_t t1) {
   engine::GradPanel& panel = ws.grad8;
   const int64_t rows = m.rows, cols = m.cols, n = c1 - c0, nt = t1 - t0;
   // The sums build up in the contiguous block (first row block: no zeroed block to read);
@@ -337,6 +416,7 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
   // 6.6% of the input gradient of 896 x 896 and 896 x 4864 matrices (28 row blocks).
   float* D = ws.dx_block.data();
   for (int64_t rb = 0; rb < g.blocks; ++rb) {
+    if (rb % Int8GradRows::kUnitBlocks == 0) g.need(k8, tb, rb / Int8GradRows::kUnitBlocks);
     const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0);
     if (int8_native(m)) {
       k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
@@ -451,7 +531,7 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
-    if (p == Precision::Int8) grow_int8_grad_rows(max_tokens, ceil_div(m.rows, engine::kGradRowBlock));
+    if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
   }
 
   size_t resident_weight_bytes() const override {
@@ -601,12 +681,6 @@ class CpuEngine final : public FrozenEngine {
     x8_.sum.resize(static_cast<size_t>(T * blocks));
   }
 
-  void grow_int8_grad_rows(int64_t T, int64_t blocks) {
-    if (static_cast<int64_t>(g8_.ey.size()) >= T * blocks) return;
-    g8_.ey.resize(static_cast<size_t>(T * blocks));
-    g8_.by_block.resize(static_cast<size_t>(T * blocks * engine::kGradRowBlock));
-  }
-
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
   template <class Body>
   void for_token_ranges(int64_t T, Body&& body) {
@@ -652,32 +726,14 @@ class CpuEngine final : public FrozenEngine {
                           tb * kInt8TokensPerTask, std::min(T, (tb + 1) * kInt8TokensPerTask));
       });
     } else {
-      const int64_t rows = m.rows, blocks = ceil_div(rows, engine::kGradRowBlock);
-      g8_.blocks = blocks;
-      g8_.tokens = T;
-      grow_int8_grad_rows(T, blocks);
-      // A few row blocks of every token of the range at a time: each row block's values go
-      // to one run of the range's tokens (a token's row blocks lie T x 64 bytes apart). The
-      // token's next rows are prefetched meanwhile: read 1 KiB at a time, 8 rows apart, they
-      // missed the caches (qwen2.5-1.5b gate, Zen 5: grad_rows' samples 29% fewer so).
-      constexpr int64_t kBlocksPerCall = 8, kRowsPerCall = kBlocksPerCall * engine::kGradRowBlock;
-      for_token_ranges(T, [&](int64_t t0, int64_t t1) {
-        for (int64_t rb = 0; rb < blocks; rb += kBlocksPerCall) {
-          const int64_t r0 = rb * engine::kGradRowBlock, nr = std::min(kRowsPerCall, rows - r0);
-          const int64_t next = std::min(rows - r0 - nr, kRowsPerCall);
-          for (int64_t t = t0; t < t1; ++t) {
-            for (int64_t r = 0; r < next; r += 16) __builtin_prefetch(job.in + t * rows + r0 + nr + r);
-            int8_.grad_rows(job.in + t * rows + r0, nr, g8_.ey.data() + t * blocks + rb, g8_.block(rb, t),
-                            T * engine::kGradRowBlock);
-          }
-        }
-      });
       const int64_t tpt = int8_grad_tokens_per_task(kernels_, m, T, pool_.size()), ntb = ceil_div(T, tpt);
+      g8_.grow(T, m.rows, kMinInt8GradTaskTokens);
+      g8_.start(job.in, m.rows, T, tpt);
       const ColumnRanges ranges(kernels_, m, Precision::Int8, ntb, pool_.size());
       pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
         const int64_t cb = i / ntb, tb = i % ntb;
         input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, ranges.begin(cb),
-                             ranges.end(cb), tb * tpt, std::min(T, (tb + 1) * tpt));
+                             ranges.end(cb), tb, tb * tpt, std::min(T, (tb + 1) * tpt));
       });
     }
   }
