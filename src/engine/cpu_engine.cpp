@@ -33,6 +33,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <memory>
 #include <condition_variable>
@@ -405,19 +407,80 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
     k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
 }
 
+// Work stealing at the end of an int8 input gradient (run_int8). A task's columns all run
+// over every row of W, so on few tasks a thread that runs slower ends late while the others
+// idle: on the 2-thread VM one core ran 10-15% slower than the other for seconds at a time
+// (the forward's hundreds of small tasks absorb that), and on 6 ranges of 1536 columns the
+// faster thread idled 13% of the product. Narrower last tasks cost more than they saved
+// (each reads all of dY's int16 rows again). Instead a thread with nothing left asks the
+// running task with the most work left for half of it: at its next row block the task
+// hands over the right half of its columns for the remaining row blocks, with their sums so
+// far written into dX, and goes on with the left half. Each output's sums still run over
+// the row blocks in order, so the results are the same bits.
+//
+// One slot per thread. A thief sets the victim's `thief` (compare-and-swap from -1) and
+// waits for its own `answer`; the victim takes the request with an exchange (at a row block,
+// or when its task ends, refusing then), so a thief that withdraws (its victim no longer
+// running) and a victim that answers never both succeed.
+struct alignas(64) GradTaskSlot {
+  std::atomic<bool> running{false};
+  std::atomic<int64_t> stealable{0};  // column units x row blocks a thief would get now
+  std::atomic<int> thief{-1};
+  std::atomic<int> answer{0};         // for this slot's thread as a thief: kPending, ...
+  int64_t c0 = 0, c1 = 0, rb = 0, tb = 0;  // ... and, when kGranted, what it got
+};
+enum : int { kPending, kGranted, kDenied };
+
+// The smallest part a thief takes (column units x row blocks): less is not worth the
+// hand-over and another read of the part's dY.
+constexpr int64_t kMinStealWork = 16;
+
+// A task, or a part of one: columns [c0, c1) of token block tb ([t0, t1)), row blocks from
+// rb0 on (with the sums of the row blocks before rb0 in dX).
+struct Int8GradTask {
+  int64_t c0, c1, tb, t0, t1, rb0;
+};
+
 void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                          WorkerScratch& ws, Int8GradRows& g, float* dX, int64_t c0, int64_t c1, int64_t tb,
-                          int64_t t0, int64_t t1) {
+                          WorkerScratch& ws, Int8GradRows& g, float* dX, const Int8GradTask& task,
+                          GradTaskSlot* slots, int self) {
   engine::GradPanel& panel = ws.grad8;
-  const int64_t rows = m.rows, cols = m.cols, n = c1 - c0, nt = t1 - t0;
+  GradTaskSlot& me = slots[self];
+  const int64_t rows = m.rows, cols = m.cols, nt = task.t1 - task.t0, ldd = task.c1 - task.c0;
+  const int64_t unit = column_unit(m), c0 = task.c0;
+  int64_t c1 = task.c1;
+  float* const dX_rows = dX + task.t0 * cols;
   // The sums build up in the contiguous block (first row block: no zeroed block to read);
   // the last row block writes them into dX. Measured on Zen 3 (one thread, Q4_0, 256 tokens,
   // the task loop in one process, interleaved): zeroing the block and copying it out took
   // 6.6% of the input gradient of 896 x 896 and 896 x 4864 matrices (28 row blocks).
-  float* D = ws.dx_block.data();
-  for (int64_t rb = 0; rb < g.blocks; ++rb) {
-    if (rb % Int8GradRows::kUnitBlocks == 0) g.need(k8, tb, rb / Int8GradRows::kUnitBlocks);
-    const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0);
+  float* const D = ws.dx_block.data();
+  // What a thief would get from row block rb on: the right half of the columns (whole units).
+  const auto middle = [&] { return c0 + (c1 - c0) / unit / 2 * unit; };
+  const auto stealable = [&](int64_t rb) { return middle() > c0 ? (c1 - middle()) / unit * (g.blocks - rb) : 0; };
+  me.stealable.store(stealable(task.rb0), std::memory_order_relaxed);
+  me.running.store(true);
+  for (int64_t rb = task.rb0; rb < g.blocks; ++rb) {
+    if (me.thief.load(std::memory_order_relaxed) >= 0) {
+      if (const int th = me.thief.exchange(-1); th >= 0) {
+        GradTaskSlot& t = slots[th];
+        int answer = kDenied;
+        if (stealable(rb) >= kMinStealWork) {
+          const int64_t mid = middle();
+          if (rb > task.rb0)  // (at rb0 the sums so far are in dX already, or there are none)
+            for (int64_t i = 0; i < nt; ++i)
+              std::memcpy(dX_rows + i * cols + mid, D + i * ldd + (mid - c0),
+                          static_cast<size_t>(c1 - mid) * sizeof(float));
+          t.c0 = mid, t.c1 = c1, t.rb = rb, t.tb = task.tb;
+          c1 = mid;
+          answer = kGranted;
+        }
+        t.answer.store(answer, std::memory_order_release);
+      }
+    }
+    me.stealable.store(stealable(rb), std::memory_order_relaxed);
+    if (rb == task.rb0 || rb % Int8GradRows::kUnitBlocks == 0) g.need(k8, task.tb, rb / Int8GradRows::kUnitBlocks);
+    const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0), n = c1 - c0;
     if (int8_native(m)) {
       k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
     } else {
@@ -426,10 +489,45 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
         fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
       k8.pack_grad_floats(floats, n, nrows, n, panel);
     }
-    const bool last = rb + 1 == g.blocks;
-    const engine::GradOut out{rb == 0 ? nullptr : D, n, last ? dX + t0 * cols + c0 : D, last ? cols : n};
-    k8.input_grad(g.block(rb, t0), engine::kGradRowBlock, g.ey.data() + t0 * g.blocks + rb, g.blocks, nt, panel, n,
-                  out);
+    // The sums start from none, from the sums so far in dX (a part's first row block) or
+    // from D, and go to D or, at the last row block, to dX.
+    const bool first = rb == task.rb0, last = rb + 1 == g.blocks;
+    const float* acc = !first ? D : task.rb0 > 0 ? dX_rows + c0 : nullptr;
+    const engine::GradOut out{acc, first ? cols : ldd, last ? dX_rows + c0 : D, last ? cols : ldd};
+    k8.input_grad(g.block(rb, task.t0), engine::kGradRowBlock, g.ey.data() + task.t0 * g.blocks + rb, g.blocks, nt,
+                  panel, n, out);
+  }
+  me.running.store(false);
+  if (const int th = me.thief.exchange(-1); th >= 0) slots[th].answer.store(kDenied, std::memory_order_release);
+}
+
+// Once no task is left to take: parts of the running tasks with the most work left, one
+// after another, until none has kMinStealWork left to give.
+void steal_int8_grad_work(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
+                          WorkerScratch& ws, Int8GradRows& g, float* dX, GradTaskSlot* slots, int n_slots, int self,
+                          int64_t tokens_per_task, int64_t T) {
+  GradTaskSlot& me = slots[self];
+  for (;;) {
+    int victim = -1;
+    int64_t most = kMinStealWork - 1;
+    for (int v = 0; v < n_slots; ++v) {
+      if (v == self || !slots[v].running.load(std::memory_order_relaxed)) continue;
+      const int64_t w = slots[v].stealable.load(std::memory_order_relaxed);
+      if (w > most) most = w, victim = v;
+    }
+    if (victim < 0) return;
+    GradTaskSlot& v = slots[victim];
+    me.answer.store(kPending, std::memory_order_relaxed);
+    int none = -1;
+    if (!v.thief.compare_exchange_strong(none, self)) continue;  // another thief's turn
+    int mine = self;
+    if (!v.running.load() && v.thief.compare_exchange_strong(mine, -1)) continue;  // it ended: withdrawn
+    int answer;
+    while ((answer = me.answer.load(std::memory_order_acquire)) == kPending) std::this_thread::yield();
+    if (answer == kDenied) continue;
+    const int64_t t0 = me.tb * tokens_per_task;
+    input_grad_task_int8(k, k8, m, ws, g, dX, {me.c0, me.c1, me.tb, t0, std::min(T, t0 + tokens_per_task), me.rb},
+                         slots, self);
   }
 }
 
@@ -730,10 +828,18 @@ class CpuEngine final : public FrozenEngine {
       g8_.grow(T, m.rows, kMinInt8GradTaskTokens);
       g8_.start(job.in, m.rows, T, tpt);
       const ColumnRanges ranges(kernels_, m, Precision::Int8, ntb, pool_.size());
-      pool_.parallel_for(ranges.n * ntb, [&](int64_t i, int worker) {
-        const int64_t cb = i / ntb, tb = i % ntb;
-        input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, ranges.begin(cb),
-                             ranges.end(cb), tb, tb * tpt, std::min(T, (tb + 1) * tpt));
+      // Each thread takes tasks in order (column range, then token block) until none is left,
+      // then steals from the threads still running (steal_int8_grad_work).
+      const int64_t n_tasks = ranges.n * ntb;
+      std::atomic<int64_t> next{0};
+      pool_.parallel_for(pool_.size(), [&](int64_t, int worker) {
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
+          const int64_t cb = i / ntb, tb = i % ntb;
+          const Int8GradTask task{ranges.begin(cb), ranges.end(cb), tb, tb * tpt, std::min(T, (tb + 1) * tpt), 0};
+          input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, task, grad_slots_.get(), worker);
+        }
+        steal_int8_grad_work(kernels_, int8_, m, scratch(worker), g8_, job.out, grad_slots_.get(), pool_.size(),
+                             worker, tpt, T);
       });
     }
   }
@@ -749,6 +855,7 @@ class CpuEngine final : public FrozenEngine {
   std::vector<int> row_scale_;
   Int8Rows x8_;
   Int8GradRows g8_;
+  std::unique_ptr<GradTaskSlot[]> grad_slots_ = std::make_unique<GradTaskSlot[]>(static_cast<size_t>(pool_.size()));
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
 

@@ -135,22 +135,27 @@ TEST_P(PrecisionModes, MatchTheReferencesAndStayNearF32) {
     EXPECT_LE(rel_error(dXref, dX32), bound) << nl::precision_name(p) << " input grad vs f32";
     EXPECT_GT(rel_error(Yref, Y32), 0.0) << "the mode must change something";
 
+    // 3 threads as well: more tasks than threads or fewer, and with int8 more than one thread
+    // stealing parts of the last tasks (cpu_engine.cpp, steal_int8_grad_work)
     for (const std::string& isa : isas()) {
-      const std::string what = std::string(nl::precision_name(p)) + " " + isa;
-      nl::EngineOptions o;
-      o.threads = 2;
-      o.isa = isa;
-      auto e = nl::make_engine(mm.model, o);
-      const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
-      std::vector<float> Y(Y32.size(), NAN), dX(dX32.size(), NAN);
-      e->forward(h, X.data(), c.T, Y.data(), p);
-      e->input_grad(h, dY.data(), c.T, dX.data(), p);
-      if (p == Precision::Int8 || isa == "scalar") {
-        EXPECT_EQ(Y, Yref) << what << " forward: must reproduce the reference bit for bit";
-        EXPECT_EQ(dX, dXref) << what << " input grad: must reproduce the reference bit for bit";
-      } else {
-        expect_within_f16_rounding(Y, Yref, c.rows, what + " forward");
-        expect_within_f16_rounding(dX, dXref, c.cols, what + " input grad");
+      for (int threads : {2, 3}) {
+        const std::string what =
+            std::string(nl::precision_name(p)) + " " + isa + ", " + std::to_string(threads) + " threads";
+        nl::EngineOptions o;
+        o.threads = threads;
+        o.isa = isa;
+        auto e = nl::make_engine(mm.model, o);
+        const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
+        std::vector<float> Y(Y32.size(), NAN), dX(dX32.size(), NAN);
+        e->forward(h, X.data(), c.T, Y.data(), p);
+        e->input_grad(h, dY.data(), c.T, dX.data(), p);
+        if (p == Precision::Int8 || isa == "scalar") {
+          EXPECT_EQ(Y, Yref) << what << " forward: must reproduce the reference bit for bit";
+          EXPECT_EQ(dX, dXref) << what << " input grad: must reproduce the reference bit for bit";
+        } else {
+          expect_within_f16_rounding(Y, Yref, c.rows, what + " forward");
+          expect_within_f16_rounding(dX, dXref, c.cols, what + " input grad");
+        }
       }
     }
   }
@@ -166,6 +171,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // (int8_grad_tokens_per_task): 8 column tasks of one token block, where
                       // a smaller matrix would get 7 x 2 token blocks; a ragged last row block
                       Case{QType::Q4_0, 1064, 1568, 6},
+                      // one int8 input-gradient task (6 column blocks, one token block) over
+                      // 256 row blocks: the second thread takes part of it (work stealing)
+                      Case{QType::Q8_0, 8192, 192, 3},
                       Case{QType::F16, 45, 75, 9},     // ragged columns (not whole 32-blocks)
                       Case{QType::F32, 33, 64, 6},
                       Case{QType::Q4_K, 40, 256, 5},
