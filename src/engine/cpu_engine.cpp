@@ -9,8 +9,10 @@
 //  - input grad: tasks are (column block x token block), column blocks aligned to the
 //    quantization block so a task dequantizes only its slice of each row; each task adds
 //    the row groups' contributions into its own slice of dX, rows in increasing order.
-// No thread ever writes another's outputs, so no locks, no transposed copy, and results do
-// not depend on the thread count. With the scalar kernels the summation order is the one
+//    (In int8 mode a thread with no task left may take over half of a running task's
+//    columns, with their sums so far: steal_int8_grad_work.)
+// No two threads ever write an output at once, so no locks, no transposed copy, and results
+// do not depend on the thread count. With the scalar kernels the summation order is the one
 // of reference_products.h (bit-identical); the SIMD kernels agree with it to rounding.
 //
 // Precision modes (per product, see Precision in frozen_engine.h):
