@@ -22,7 +22,7 @@
 //    in place. Weights are the same dequantized values as in f32 mode.
 //  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
 //    columns), then each (pair of row groups x token block) task packs its 16 rows into two
-//    int8 panels and runs integer dot products; input grad packs 32 rows x the task's
+//    int8 panels and runs integer dot products; input grad packs 64 rows x the task's
 //    columns at a time and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
 //    types are requantized from the dequantized panel.
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
@@ -288,8 +288,8 @@ struct Int8Rows {
 };
 
 // dY of an int8 input gradient as its tasks read it (kernels_int8.h grad_rows): its scales
-// per (token, 32-row block) (tokens x blocks) and its values as int16 by row block (block rb
-// of token t: 32 values at (rb * tokens + t) * 32, zeros past the last row), so a task reads
+// per (token, 64-row block) (tokens x blocks) and its values as int16 by row block (block rb
+// of token t: 64 values at (rb * tokens + t) * 64, zeros past the last row), so a task reads
 // each row block's dY as one contiguous run. Read in place, the pieces would sit a row of dY
 // apart (8 KiB for 2048 rows: the same few cache sets for every token); measured on Zen 3
 // (one 64-256 token task, llama-3.2-1b and qwen2.5 shapes, with the per-task output block

@@ -14,7 +14,7 @@
 //   input grad  dX = dY·W reduces over rows, along which W's scale dw[r,b] varies: it is
 //               folded into dY first, under a scale bound computed from the two factors
 //               separately (so dY is scaled once per row block, not once per column block).
-//               For token t and row block R (32 rows), once per product (grad_rows):
+//               For token t and row block R (64 rows), once per product (grad_rows):
 //                 ey = max_{r in R} |dY[t,r]| / 127, y[r] = dY[t,r] * (1/ey)   (0 if ey = 0)
 //                 y16[r] = round(256 y[r])  (int16, |y16| <= 32512; grad_y16)
 //               for column block b and R (computed once, when the panel is packed):
@@ -28,8 +28,14 @@
 //               The bound e >= max|dY dw| / 127 costs precision only when |dY| and |dw|
 //               peak on different rows of a block. qv is round(y rho) but within about
 //               1/100 of a tie (where the fixed-point steps may round the other way).
-//               Per 32x32 weight tile and token the requantization is two 16-bit
+//               Per 64x32 weight tile and token the requantization is two 16-bit
 //               multiplies per row.
+//               Why 64 rows, not 32 (the weights' block): each row block ends in one f32
+//               multiply-add per output and token (a load, a conversion and a store for
+//               every 8 columns), work the forward product has no counterpart for. With
+//               32-row blocks the input gradient ran 1.00-1.27x the forward's time on Zen 5
+//               (int8, Q4_0/Q8_0, 2 threads); with 64 it runs 1.09x faster, 0.90-1.12x the
+//               forward's (docs/PERFORMANCE.md). The price: e is bounded over 64 rows.
 // The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
 // to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
 // multiple of 32, f32/f16 weights only) are padded with zeros.
@@ -42,9 +48,9 @@
 // sdot lane form want it), never from a full int8 copy of W.
 //   ForwardPanel: 8 rows x all column blocks; per block 8 chunks (4 consecutive columns),
 //                 each chunk 8 rows x 4 bytes (32 bytes).
-//   GradPanel:    32 rows (one row block) x the task's column blocks, transposed: per block
-//                 4 groups of 8 columns, each 8 chunks (4 consecutive rows) of 8 columns x
-//                 4 bytes; per block the scale bound m, the 32 ratios rho and rho16.
+//   GradPanel:    64 rows (one row block) x the task's column blocks, transposed: per block
+//                 4 groups of 8 columns, each 16 chunks (4 consecutive rows) of 8 columns x
+//                 4 bytes; per block the scale bound m, the 64 ratios rho and rho16.
 // Q4_0 weights in forward panels stay unsigned nibbles u in [0, 15] (value u - 8): AVX2's
 // vpmaddubsw multiplies unsigned by signed bytes, and sum (u - 8) q = sum u q - 8 sum q, so
 // the offset costs one subtraction per block (sum q comes with the quantized activations).
@@ -64,7 +70,9 @@
 namespace nl::engine {
 
 inline constexpr int64_t kQ8Block = 32;  // values per int8 activation block
-inline constexpr int64_t kGradRowBlock = 32;  // rows per input-gradient reduction block
+inline constexpr int64_t kGradRowBlock = 64;  // rows per input-gradient reduction block
+inline constexpr int64_t kGradChunks = kGradRowBlock / 4;  // 4-row chunks per column group
+inline constexpr int64_t kGradPanelBlockBytes = 4 * kGradChunks * 32;  // per column block
 
 // How a panel's weight bytes read: unsigned Q4_0 nibbles (value u - 8) or signed int8.
 enum class Int8Kind : uint8_t { Nibble, Signed };
@@ -89,15 +97,15 @@ struct ForwardPanel {
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
   int64_t blocks = 0;
-  std::vector<uint8_t> q;    // blocks x 4 column groups x 8 chunks x 8 columns x 4 bytes
-  std::vector<float> rho;    // blocks x 32 rows: dw[r,b] / m[b] (padded rows: 0)
-  std::vector<int16_t> rho16;  // blocks x 32 rows: round(16384 rho)
+  std::vector<uint8_t> q;    // blocks x 4 column groups x 16 chunks x 8 columns x 4 bytes
+  std::vector<float> rho;    // blocks x 64 rows: dw[r,b] / m[b] (padded rows: 0)
+  std::vector<int16_t> rho16;  // blocks x 64 rows: round(16384 rho)
   std::vector<float> m;      // blocks: max |dw[r,b]| over the block's rows
   void resize(int64_t nb) {
     blocks = nb;
-    if (q.size() < static_cast<size_t>(nb * 1024)) q.resize(static_cast<size_t>(nb * 1024));
-    if (rho.size() < static_cast<size_t>(nb * 32)) rho.resize(static_cast<size_t>(nb * 32));
-    if (rho16.size() < static_cast<size_t>(nb * 32)) rho16.resize(static_cast<size_t>(nb * 32));
+    if (q.size() < static_cast<size_t>(nb * kGradPanelBlockBytes)) q.resize(static_cast<size_t>(nb * kGradPanelBlockBytes));
+    if (rho.size() < static_cast<size_t>(nb * kGradRowBlock)) rho.resize(static_cast<size_t>(nb * kGradRowBlock));
+    if (rho16.size() < static_cast<size_t>(nb * kGradRowBlock)) rho16.resize(static_cast<size_t>(nb * kGradRowBlock));
     if (m.size() < static_cast<size_t>(nb)) m.resize(static_cast<size_t>(nb));
   }
 };
@@ -110,7 +118,7 @@ void forward_weight_sums(ForwardPanel& p);
 // bound m[b], the ratios rho = dw / m and rho16 (one definition for every ISA's packers).
 void normalize_grad_scales(GradPanel& p);
 
-// The scale of dY for one token and row block (nrows <= 32 values of g): returns
+// The scale of dY for one token and row block (nrows <= 64 values of g): returns
 // ey = max|g| / 127 and stores inv = 1/ey (0 if ey = 0); y = g * inv.
 float grad_block_scale(const float* g, int64_t nrows, float* inv);
 
@@ -134,7 +142,7 @@ struct Int8Kernels {
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
   // Packs row group g (8 rows) of a Q4_0/Q8_0 tiled matrix, every column block.
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
-  // Packs rows [32*rb, 32*rb + 32) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
+  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
   // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats
   // and pack_grad_floats below define them.
@@ -149,11 +157,11 @@ struct Int8Kernels {
   // both panels; the others make the two calls (forward_pair_by_calls).
   void (*forward_pair)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
-  // One token's row g[0, n) of dY, per row block R of 32 rows: its scale ey[R] (as
-  // grad_block_scale) and its 32 values y16 (grad_y16; zeros past n) at y + R * ldb.
+  // One token's row g[0, n) of dY, per row block R of 64 rows: its scale ey[R] (as
+  // grad_block_scale) and its 64 values y16 (grad_y16; zeros past n) at y + R * ldb.
   void (*grad_rows)(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb);
   // One row block's contribution to dX for t < nt, c < n, into out (GradOut): Y holds the
-  // block's 32 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
+  // block's 64 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
   void (*input_grad)(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                      int64_t n, const GradOut& out);
 };
@@ -232,7 +240,7 @@ void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);
 // the ISA sets' packers give the same bytes.
 //   forward: rows i < nr (<= 8) of P (row i at P + i*ldp), columns [0, n).
 void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
-//   input grad: rows i < nrows (<= 32) of P, columns [0, n) (one task's column range,
+//   input grad: rows i < nrows (<= 64) of P, columns [0, n) (one task's column range,
 //   starting on a 32-column block boundary of W).
 void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
 // The same packers with another ISA's quantize_row (bit-identical to the scalar one).

@@ -68,13 +68,14 @@ inline __m256i dpbusd(__m256i sums, __m256i u, __m256i s) {
 // q + 128 for signed bytes q: the sign bit flipped.
 inline __m256i flip_to_unsigned(__m256i q) { return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))); }
 
-// 128 x the sum of each lane's four bytes over 8 chunks (a panel block's rows in the forward
-// product, one column group's columns in the input gradient): the weight sums that unsigned
-// activations subtract. vpmaddubsw with ones is exact here (|pair| <= 256).
+// 128 x the sum of each lane's four bytes over kChunks chunks (a panel block's rows in the
+// forward product, one column group's columns in the input gradient): the weight sums that
+// unsigned activations subtract. vpmaddubsw with ones is exact here (|pair| <= 256).
+template <int kChunks = 8>
 inline __m256i chunk_sums_x128(const __m256i* chunks) {
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   __m256i s = _mm256_setzero_si256();
-  for (int c = 0; c < 8; ++c)
+  for (int c = 0; c < kChunks; ++c)
     s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, _mm256_loadu_si256(chunks + c)), ones16));
   return _mm256_slli_epi32(s, 7);
 }
@@ -114,13 +115,14 @@ inline int32_t lane_sum(__m256i v) {
   return _mm_cvtsi128_si32(s4);
 }
 
-// max |v| of 32 values, exact in any order, a NaN dropped as std::max(m, NaN) drops it in
+// max |v| of 8N values, exact in any order, a NaN dropped as std::max(m, NaN) drops it in
 // the scalar definitions: vmaxps returns its second operand when either is a NaN, so a
 // running maximum taken second never becomes one.
-inline float max_abs(const __m256 v[4]) {
+template <int N = 4>
+inline float max_abs(const __m256 v[N]) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 m = _mm256_setzero_ps();
-  for (int k = 0; k < 4; ++k) m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
+  for (int k = 0; k < N; ++k) m = _mm256_max_ps(_mm256_and_ps(v[k], abs_mask), m);
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_movehdup_ps(h));
@@ -232,24 +234,25 @@ inline void store_int16(const __m256 v[4], int16_t* out) {
 // normalize_grad_scales (kernels_int8.h) in registers: the same maximum and the same
 // divisions (IEEE division is exact in any width), so the same ratios and rho16.
 void normalize_grad_scales_avx2(GradPanel& p) {
+  constexpr int kRegs = kGradRowBlock / 8;
   for (int64_t b = 0; b < p.blocks; ++b) {
     float* rho = p.rho.data() + b * kGradRowBlock;
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
-    const float m = max_abs(v);
+    __m256 v[kRegs];
+    for (int k = 0; k < kRegs; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
+    const float m = max_abs<kRegs>(v);
     p.m[static_cast<size_t>(b)] = m;
     const __m256 mv = _mm256_set1_ps(m), q15 = _mm256_set1_ps(16384.0f);
-    __m256 scaled[4];
-    for (int k = 0; k < 4; ++k) {
+    __m256 scaled[kRegs];
+    for (int k = 0; k < kRegs; ++k) {
       v[k] = m != 0.0f ? _mm256_div_ps(v[k], mv) : _mm256_setzero_ps();
       _mm256_storeu_ps(rho + 8 * k, v[k]);
       scaled[k] = _mm256_mul_ps(v[k], q15);
     }
-    store_int16(scaled, p.rho16.data() + b * kGradRowBlock);
+    for (int h = 0; h < kRegs / 4; ++h) store_int16(scaled + 4 * h, p.rho16.data() + b * kGradRowBlock + 32 * h);
   }
 }
 
-// pack_grad_tiles for one weight type (kQ4: Q4_0, else Q8_0). kFull: the row block's 32
+// pack_grad_tiles for one weight type (kQ4: Q4_0, else Q8_0). kFull: the row block's 64
 // rows all exist, so the tiles are addressed once per block and no row is checked. Written
 // with the type and the row checks decided at run time, GCC kept the loop state on the stack
 // and branched per row: a task's packing took 3.5x the forward's on the same bytes (Zen 3,
@@ -261,10 +264,11 @@ void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   // (Padded rows: nibbles of 8, value 0.)
   const __m128i padding = kQ4 ? _mm_set1_epi8(static_cast<char>(0x88)) : _mm_setzero_si128();
   for (int64_t b = b0; b < b1; ++b) {
-    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * 1024);
-    float* scales = p.rho.data() + (b - b0) * 32;
-    for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
-      const int64_t g = rb * 4 + gi;
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * kGradPanelBlockBytes);
+    float* scales = p.rho.data() + (b - b0) * kGradRowBlock;
+    constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+    for (int64_t gi = 0; gi < kGroups; ++gi) {  // the row block's row groups (tiles), 2 chunks each
+      const int64_t g = rb * kGroups + gi;
       const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
       if (kFull)
@@ -289,13 +293,13 @@ void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
               _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
           if (kQ4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31; values u - 8
             const auto value = [&](__m256i u) { return _mm256_sub_epi8(_mm256_and_si256(u, low), eight); };
-            _mm256_storeu_si256(out + 0 * 8 + k, value(cols0_7));
-            _mm256_storeu_si256(out + 1 * 8 + k, value(cols8_15));
-            _mm256_storeu_si256(out + 2 * 8 + k, value(_mm256_srli_epi16(cols0_7, 4)));
-            _mm256_storeu_si256(out + 3 * 8 + k, value(_mm256_srli_epi16(cols8_15, 4)));
+            _mm256_storeu_si256(out + 0 * kGradChunks + k, value(cols0_7));
+            _mm256_storeu_si256(out + 1 * kGradChunks + k, value(cols8_15));
+            _mm256_storeu_si256(out + 2 * kGradChunks + k, value(_mm256_srli_epi16(cols0_7, 4)));
+            _mm256_storeu_si256(out + 3 * kGradChunks + k, value(_mm256_srli_epi16(cols8_15, 4)));
           } else {
-            _mm256_storeu_si256(out + (2 * half + 0) * 8 + k, cols0_7);
-            _mm256_storeu_si256(out + (2 * half + 1) * 8 + k, cols8_15);
+            _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k, cols0_7);
+            _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k, cols8_15);
           }
         }
       }
@@ -354,22 +358,22 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
   p.resize(nb);
   alignas(32) int8_t q[4][kQ8Block];
   for (int64_t b = 0; b < nb; ++b) {
-    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 1024);
-    for (int64_t k = 0; k < 8; ++k) {  // chunk k: rows 4k .. 4k+3
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * kGradPanelBlockBytes);
+    for (int64_t k = 0; k < kGradChunks; ++k) {  // chunk k: rows 4k .. 4k+3
       for (int64_t s = 0; s < 4; ++s) {
         __m256 v[4];
         load_block(P, ldp, 4 * k + s, nrows, b * kQ8Block, n, v);
         int32_t sum;
-        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.rho[static_cast<size_t>(b * 32 + 4 * k + s)], &sum);
+        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.rho[static_cast<size_t>(b * kGradRowBlock + 4 * k + s)], &sum);
       }
       for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
         __m128i r[4];
         for (int s = 0; s < 4; ++s) r[s] = _mm_load_si128(reinterpret_cast<const __m128i*>(q[s] + 16 * half));
         const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
         const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
-        _mm256_storeu_si256(out + (2 * half + 0) * 8 + k,
+        _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k,
                             _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo)));
-        _mm256_storeu_si256(out + (2 * half + 1) * 8 + k,
+        _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k,
                             _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)));
       }
     }
@@ -411,11 +415,13 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // (Zen 5, 64 tokens x 256 columns) 17% with VNNI and 5-10% without.
 // Signed panels with kUnsignedActivations and kFlip: the activations (signed) are flipped to
 // q + 128 after the broadcast and the sums are those of q + 128 (subtract wsum).
-template <int NT, Int8Kind K, bool kFlip = false>
+// kChunks: 8 (a forward block's 32 columns) or kGradChunks (an input-gradient row block).
+template <int NT, Int8Kind K, bool kFlip = false, int kChunks = 8>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
   static_assert(!kFlip || (K == Int8Kind::Signed && kUnsignedActivations), "flipped activations need vpdpbusd");
+  static_assert(K == Int8Kind::Signed || kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
   for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
-  for (int c = 0; c < 8; ++c) {
+  for (int c = 0; c < kChunks; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
     const int64_t xc_at = 4 * c;
     if constexpr (kFlip) {
@@ -451,18 +457,20 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // kUnsignedX: the panels are signed and the activations unsigned
 // (dot_unsigned_chunk: with VNNI any signed panel, without it only input-gradient Q4_0
 // ones), stored so or, with kFlip (VNNI), flipped after the broadcast.
-// The sums start from start0 and start1 (zero by default).
-template <int NT, bool kUnsignedX = false, bool kFlip = false>
+// The sums start from start0 and start1 (zero by default). kChunks as dot_tokens's (more
+// than 8 only with VNNI: without it the int16 pair sums hold 8 chunks).
+template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT], __m256i start0 = _mm256_setzero_si256(),
                                    __m256i start1 = _mm256_setzero_si256()) {
   static_assert(!kFlip || (kUnsignedX && NL_INT8_VNNI), "only unsigned activations are flipped, with vpdpbusd");
+  static_assert(kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
   for (int t = 0; t < NT; ++t) {
     part0[t] = start0;
     part1[t] = start1;
   }
-#pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 16
+  for (int c = 0; c < kChunks; ++c) {
     const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
     const int64_t xc_at = 4 * c;
 #pragma GCC unroll 4
@@ -623,13 +631,14 @@ void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int6
 // the products and roundings are the same); the tail block goes through the definition.
 void grad_rows_avx2(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
   int64_t R = 0;
+  constexpr int kRegs = kGradRowBlock / 8;
   for (; (R + 1) * kGradRowBlock <= n; ++R) {
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(g + R * kGradRowBlock + 8 * k);
-    ey[R] = max_abs(v) / 127.0f;
+    __m256 v[kRegs];
+    for (int k = 0; k < kRegs; ++k) v[k] = _mm256_loadu_ps(g + R * kGradRowBlock + 8 * k);
+    ey[R] = max_abs<kRegs>(v) / 127.0f;
     const __m256 inv = _mm256_set1_ps(ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f), k256 = _mm256_set1_ps(256.0f);
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_mul_ps(_mm256_mul_ps(v[k], inv), k256);
-    store_int16(v, y + R * ldb);
+    for (int k = 0; k < kRegs; ++k) v[k] = _mm256_mul_ps(_mm256_mul_ps(v[k], inv), k256);
+    for (int h = 0; h < kRegs / 4; ++h) store_int16(v + 4 * h, y + R * ldb + 32 * h);
   }
   if (R * kGradRowBlock < n)
     int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
@@ -664,25 +673,31 @@ inline void add_column_group(const __m256i isum[NT], const __m256 ev[NT], int64_
 }
 
 // The requantized dY of one token for one pass of column blocks [b0, b0 + nb)
-// (nb <= kGradBlocksPerPass) of a row block: the quants of block b at qv + 32 b (as q + 128
+// (nb <= kGradBlocksPerPass) of a row block: the quants of block b at qv + 64 b (as q + 128
 // with kUnsigned), in order, the block's scale in e[b]. requantize_grad_value with
-// vpmulhrsw: y16 and the pass's rho16 are split into values 0-7 and 16-23 (a) and 8-15 and
-// 24-31 (b), so the per-lane pack of a and b gives the 32 quants in order.
+// vpmulhrsw: each 32 values of y16 and of the pass's rho16 are split into values 0-7 and
+// 16-23 (a) and 8-15 and 24-31 (b), so the per-lane pack of a and b gives them in order.
 inline constexpr int64_t kGradBlocksPerPass = 8;
+inline constexpr int kGradHalves = kGradRowBlock / 32;  // 32-value parts of a row block
 template <bool kUnsigned>
 inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*rho)[kGradRowBlock],
                                   const GradPanel& p, int64_t b0, int64_t nb, int8_t* qv, float* e) {
-  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16));
-  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16 + 16));
-  const __m256i a = _mm256_permute2x128_si256(v0, v1, 0x20), b = _mm256_permute2x128_si256(v0, v1, 0x31);
+  __m256i a[kGradHalves], b[kGradHalves];
+  for (int h = 0; h < kGradHalves; ++h) {
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16 + 32 * h));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16 + 32 * h + 16));
+    a[h] = _mm256_permute2x128_si256(v0, v1, 0x20), b[h] = _mm256_permute2x128_si256(v0, v1, 0x31);
+  }
   const __m256i k256 = _mm256_set1_epi16(256);
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i* r = reinterpret_cast<const __m256i*>(rho[i]);
-    const __m256i qa = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(a, _mm256_load_si256(r)), k256);
-    const __m256i qb = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(b, _mm256_load_si256(r + 1)), k256);
-    __m256i packed = _mm256_packs_epi16(qa, qb);
-    if constexpr (kUnsigned) packed = flip_to_unsigned(packed);
-    _mm256_store_si256(reinterpret_cast<__m256i*>(qv + i * kQ8Block), packed);
+    for (int h = 0; h < kGradHalves; ++h) {
+      const __m256i qa = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(a[h], _mm256_load_si256(r + 2 * h)), k256);
+      const __m256i qb = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(b[h], _mm256_load_si256(r + 2 * h + 1)), k256);
+      __m256i packed = _mm256_packs_epi16(qa, qb);
+      if constexpr (kUnsigned) packed = flip_to_unsigned(packed);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(qv + i * kGradRowBlock + 32 * h), packed);
+    }
   }
   if (nb == kGradBlocksPerPass) {
     _mm256_storeu_ps(e, _mm256_mul_ps(_mm256_set1_ps(ey), _mm256_loadu_ps(p.m.data() + b0)));
@@ -693,9 +708,9 @@ inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*
 
 // The requantized dY of a chunk of tokens for one pass (requantize_grad_token, token t's
 // row of each array at index t).
-inline constexpr int64_t kGradChunkTokens = 64;
+inline constexpr int64_t kGradChunkTokens = 32;
 struct GradPass {
-  alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kQ8Block];
+  alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kGradRowBlock];
   float e[kGradChunkTokens][kGradBlocksPerPass];
   alignas(32) int16_t rho[kGradBlocksPerPass][kGradRowBlock];  // rho16, split as requantize_grad_token's a, b
   __m256i colsum[kGradBlocksPerPass][4];  // 128 x the column sums of the weights, per group
@@ -707,13 +722,16 @@ template <bool kColumnSums>
 inline void prepare_pass(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
   for (int64_t b = 0; b < nb; ++b) {
     const __m256i* r = reinterpret_cast<const __m256i*>(p.rho16.data() + (b0 + b) * kGradRowBlock);
-    const __m256i v0 = _mm256_loadu_si256(r), v1 = _mm256_loadu_si256(r + 1);
     __m256i* out = reinterpret_cast<__m256i*>(pass.rho[b]);
-    _mm256_store_si256(out, _mm256_permute2x128_si256(v0, v1, 0x20));
-    _mm256_store_si256(out + 1, _mm256_permute2x128_si256(v0, v1, 0x31));
-    if constexpr (kColumnSums)
-      for (int cg = 0; cg < 4; ++cg)
-        pass.colsum[b][cg] = chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024) + cg * 8);
+    for (int h = 0; h < kGradHalves; ++h) {
+      const __m256i v0 = _mm256_loadu_si256(r + 2 * h), v1 = _mm256_loadu_si256(r + 2 * h + 1);
+      _mm256_store_si256(out + 2 * h, _mm256_permute2x128_si256(v0, v1, 0x20));
+      _mm256_store_si256(out + 2 * h + 1, _mm256_permute2x128_si256(v0, v1, 0x31));
+    }
+    if constexpr (kColumnSums) {
+      const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
+      for (int cg = 0; cg < 4; ++cg) pass.colsum[b][cg] = chunk_sums_x128<kGradChunks>(w + cg * kGradChunks);
+    }
   }
 }
 
@@ -732,22 +750,32 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
   for (int64_t b = 0; b < nb; ++b) {
     __m256 ev[NT];  // per token, shared by the block's four column groups
     for (int i = 0; i < NT; ++i) ev[i] = _mm256_set1_ps(pass.e[t + i][b]);
-    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * 1024);
-    const int8_t* x = &pass.qv[t][0] + b * kQ8Block;
-    const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kQ8Block;
+    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
+    const int8_t* x = &pass.qv[t][0] + b * kGradRowBlock;
+    const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kGradRowBlock;
     if constexpr (kUnsignedGradActivations<K>) {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
+        const __m256i *w0 = w + cg * kGradChunks, *w1 = w + (cg + 1) * kGradChunks;
         __m256i part0[NT], part1[NT];
 #if NL_INT8_VNNI  // int32 sums from the start: they begin at minus the offset, not subtract it per token
         const __m256i zero = _mm256_setzero_si256();
-        dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1,
-                                         _mm256_sub_epi32(zero, pass.colsum[b][cg]),
-                                         _mm256_sub_epi32(zero, pass.colsum[b][cg + 1]));
-#else
-        dot_tokens_column_pair<NT, true>(w + cg * 8, w + (cg + 1) * 8, x, ldx, part0, part1);
+        dot_tokens_column_pair<NT, true, false, kGradChunks>(w0, w1, x, ldx, part0, part1,
+                                                             _mm256_sub_epi32(zero, pass.colsum[b][cg]),
+                                                             _mm256_sub_epi32(zero, pass.colsum[b][cg + 1]));
+#else  // the int16 pair sums hold 8 chunks: per 8, widened into the int32 sums
+        dot_tokens_column_pair<NT, true>(w0, w1, x, ldx, part0, part1);
         for (int i = 0; i < NT; ++i) {
           part0[i] = unsigned_sums(part0[i], pass.colsum[b][cg]);
           part1[i] = unsigned_sums(part1[i], pass.colsum[b][cg + 1]);
+        }
+        for (int h = 8; h < kGradChunks; h += 8) {
+          __m256i more0[NT], more1[NT];
+          dot_tokens_column_pair<NT, true>(w0 + h, w1 + h, x + 4 * h, ldx, more0, more1);
+          const __m256i ones = _mm256_set1_epi16(1);
+          for (int i = 0; i < NT; ++i) {
+            part0[i] = _mm256_add_epi32(part0[i], _mm256_madd_epi16(more0[i], ones));
+            part1[i] = _mm256_add_epi32(part1[i], _mm256_madd_epi16(more1[i], ones));
+          }
         }
 #endif
         add_column_group<NT, S>(part0, ev, c0 + cg * 8, n, A, lda, D, ldd);
@@ -756,7 +784,7 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
     } else {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
         __m256i part[NT];
-        dot_tokens<NT, K>(w + cg * 8, x, ldx, part);
+        dot_tokens<NT, K, false, kGradChunks>(w + cg * kGradChunks, x, ldx, part);
         add_column_group<NT, S>(part, ev, c0 + cg * 8, n, A, lda, D, ldd);
       }
     }
@@ -767,7 +795,7 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
 // products are a function of their own: inlined into the loop nest with the requantization,
 // GCC 12 spilled the loop state around them (measured on Zen 3, 256 tokens x 256 columns of
 // Q4_0 on one thread: the kernel 1.2x faster so).
-// Each token's dY row is prefetched 16 tokens ahead: a chunk's 64 rows of 32 int16 are one
+// Each token's dY row is prefetched 16 tokens ahead: a chunk's 32 rows of 64 int16 are one
 // 4 KiB page of Int8GradRows (cpu_engine.cpp), where the hardware prefetchers stop, and the
 // products between two chunks leave them time to arrive. (Past the chunk the prefetches
 // reach the next chunk's or the next row block's rows; past the array's end, computed as an

@@ -28,11 +28,12 @@
 namespace nl::engine {
 namespace {
 
-// max |v| of 32 values: exact in any order, and vmaxnm drops a NaN as std::max(m, NaN) does
-// in the scalar definitions.
-inline float max_abs(const float32x4_t v[8]) {
+// max |v| of 4N values: exact in any order, and vmaxnm drops a NaN as std::max(m, NaN)
+// does in the scalar definitions.
+template <int N = 8>
+inline float max_abs(const float32x4_t v[N]) {
   float32x4_t m = vdupq_n_f32(0.0f);
-  for (int i = 0; i < 8; ++i) m = vmaxnmq_f32(m, vabsq_f32(v[i]));
+  for (int i = 0; i < N; ++i) m = vmaxnmq_f32(m, vabsq_f32(v[i]));
   return vmaxnmvq_f32(m);
 }
 
@@ -232,19 +233,20 @@ void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t l
 // the tail block goes through the scalar definition.
 void grad_rows_neon(const float* g, int64_t n, float* ey, int16_t* y, int64_t ldb) {
   int64_t R = 0;
+  constexpr int kRegs = kGradRowBlock / 4;
   for (; (R + 1) * kGradRowBlock <= n; ++R) {
-    float32x4_t v[8];
-    for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(g + R * kGradRowBlock + 4 * i);
-    ey[R] = max_abs(v) / 127.0f;
+    float32x4_t v[kRegs];
+    for (int i = 0; i < kRegs; ++i) v[i] = vld1q_f32(g + R * kGradRowBlock + 4 * i);
+    ey[R] = max_abs<kRegs>(v) / 127.0f;
     const float inv = ey[R] != 0.0f ? 1.0f / ey[R] : 0.0f;
-    for (int i = 0; i < 8; ++i) vst1_s16(y + R * ldb + 4 * i, to_int16(vmulq_n_f32(vmulq_n_f32(v[i], inv), 256.0f)));
+    for (int i = 0; i < kRegs; ++i) vst1_s16(y + R * ldb + 4 * i, to_int16(vmulq_n_f32(vmulq_n_f32(v[i], inv), 256.0f)));
   }
   if (R * kGradRowBlock < n)
     int8_kernels_scalar().grad_rows(g + R * kGradRowBlock, n - R * kGradRowBlock, ey + R, y + R * ldb, ldb);
 }
 
-// requantize_grad_value(y16[r], rho16[r]) for a row block's 32 values, into x0 (r < 16) and
-// x1: vqrdmulh is round(a b / 2^15) (it saturates only for -32768 x -32768), then a
+// requantize_grad_value(y16[r], rho16[r]) for 32 values of a row block, into x0 (r < 16)
+// and x1: vqrdmulh is round(a b / 2^15) (it saturates only for -32768 x -32768), then a
 // saturating narrow.
 inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], int8x16_t& x0, int8x16_t& x1) {
   const int16x8_t k256 = vdupq_n_s16(256);
@@ -255,8 +257,9 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
   x1 = vcombine_s8(q[2], q[3]);
 }
 
-// The requantized dY of NT tokens stays in registers for the block's 4 column groups, and
-// whole groups of 8 columns go straight to and from dX: compiled with a copy per group
+// The requantized dY of NT tokens stays in registers for the block's 4 column groups (per
+// 32 rows of the row block, two registers per token), and whole groups of 8 columns go
+// straight to and from dX: compiled with a copy per group
 // through a buffer, the output steps took more instructions than the dot products.
 // kNibble: a Q4_0 panel (the widening set's int16 sums). Not inlined into input_grad_neon:
 // inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's registers took
@@ -273,20 +276,31 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
       acc[t] = o.acc;
       D[t] = o.D;
     }
+    constexpr int kHalves = kGradRowBlock / 32;
     for (int64_t b = 0; b < p.blocks; ++b) {
-      int16x8_t rho16[4];
-      for (int i = 0; i < 4; ++i) rho16[i] = vld1q_s16(p.rho16.data() + b * kGradRowBlock + 8 * i);
-      int8x16_t x0[NT], x1[NT];
-      float e[NT];
-      for (int t = 0; t < NT; ++t) {  // dY with W's scales folded in, requantized per token
-        requantize_rows_neon(Y + (t0 + t) * ldg, rho16, x0[t], x1[t]);
-        e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
+      int8x16_t x0[kHalves][NT], x1[kHalves][NT];
+      for (int h = 0; h < kHalves; ++h) {
+        int16x8_t rho16[4];
+        for (int i = 0; i < 4; ++i) rho16[i] = vld1q_s16(p.rho16.data() + b * kGradRowBlock + 32 * h + 8 * i);
+        for (int t = 0; t < NT; ++t)  // dY with W's scales folded in, requantized per token
+          requantize_rows_neon(Y + (t0 + t) * ldg + 32 * h, rho16, x0[h][t], x1[h][t]);
       }
+      float e[NT];
+      for (int t = 0; t < NT; ++t) e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t cg = 0; cg < 4; ++cg) {
         const int64_t c0 = b * kQ8Block + cg * 8;
         if (c0 >= n) break;
         int32x4_t lo[NT], hi[NT];  // (the panel holds signed weight values, Q4_0's too)
-        dot_tokens<NT, kNibble>(p.q.data() + b * 1024 + cg * 256, x0, x1, lo, hi);
+        const uint8_t* w = p.q.data() + b * kGradPanelBlockBytes + cg * kGradChunks * 32;
+        dot_tokens<NT, kNibble>(w, x0[0], x1[0], lo, hi);
+        for (int h = 1; h < kHalves; ++h) {  // each 32 rows' int32 sums added
+          int32x4_t lo_h[NT], hi_h[NT];
+          dot_tokens<NT, kNibble>(w + h * 8 * 32, x0[h], x1[h], lo_h, hi_h);
+          for (int t = 0; t < NT; ++t) {
+            lo[t] = vaddq_s32(lo[t], lo_h[t]);
+            hi[t] = vaddq_s32(hi[t], hi_h[t]);
+          }
+        }
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {
             const float32x4_t a0 = acc[t] ? vld1q_f32(acc[t] + c0) : vdupq_n_f32(0.0f);
@@ -396,17 +410,18 @@ void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
 }
 
 // pack_grad_tiles for one weight type (kQ4: Q4_0, else Q8_0), as on AVX2
-// (pack_grad_tiles_kind in kernels_int8_avx2_body.h): kFull, the row block's 32 rows all
-// exist, so each of its 4 tiles is addressed once per column block and no row is checked.
+// (pack_grad_tiles_kind in kernels_int8_avx2_body.h): kFull, the row block's 64 rows all
+// exist, so each of its 8 tiles is addressed once per column block and no row is checked.
 template <bool kQ4, bool kFull>
 void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   constexpr size_t kQuantBytes = kQ4 ? 16 : 32;  // one row's quants in a tile
   const uint8x16_t low = vdupq_n_u8(0x0F), eight = vdupq_n_u8(8);
   for (int64_t b = b0; b < b1; ++b) {
-    uint8_t* out = p.q.data() + (b - b0) * 1024;
-    float* scales = p.rho.data() + (b - b0) * 32;
-    for (int64_t gi = 0; gi < 4; ++gi) {  // the row block's 4 row groups (tiles), 2 chunks each
-      const int64_t g = rb * 4 + gi;
+    uint8_t* out = p.q.data() + (b - b0) * kGradPanelBlockBytes;
+    float* scales = p.rho.data() + (b - b0) * kGradRowBlock;
+    constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+    for (int64_t gi = 0; gi < kGroups; ++gi) {  // the row block's row groups (tiles), 2 chunks each
+      const int64_t g = rb * kGroups + gi;
       const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b) : nullptr;
       tile_scales_neon(tile, nr, scales + 8 * gi);
@@ -435,7 +450,7 @@ void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int
             {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
             {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
             {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
-        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * 8 + k) * 32, groups[cg]);
+        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * kGradChunks + k) * 32, groups[cg]);
       }
     }
   }
@@ -445,12 +460,13 @@ void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int
 // is exact in any width.
 void normalize_grad_scales_neon(GradPanel& p) {
   for (int64_t b = 0; b < p.blocks; ++b) {
+    constexpr int kRegs = kGradRowBlock / 4;
     float* rho = p.rho.data() + b * kGradRowBlock;
-    float32x4_t v[8];
-    for (int i = 0; i < 8; ++i) v[i] = vld1q_f32(rho + 4 * i);
-    const float m = max_abs(v);
+    float32x4_t v[kRegs];
+    for (int i = 0; i < kRegs; ++i) v[i] = vld1q_f32(rho + 4 * i);
+    const float m = max_abs<kRegs>(v);
     p.m[static_cast<size_t>(b)] = m;
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < kRegs; ++i) {
       v[i] = m != 0.0f ? vdivq_f32(v[i], vdupq_n_f32(m)) : vdupq_n_f32(0.0f);
       vst1q_f32(rho + 4 * i, v[i]);
       vst1_s16(p.rho16.data() + b * kGradRowBlock + 4 * i, to_int16(vmulq_n_f32(v[i], 16384.0f)));

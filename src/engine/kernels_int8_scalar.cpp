@@ -16,7 +16,7 @@ inline size_t forward_index(int64_t b, int64_t row, int64_t col) {
   return static_cast<size_t>((b * 8 + col / 4) * 32 + row * 4 + col % 4);
 }
 inline size_t grad_index(int64_t b, int64_t row, int64_t col) {
-  return static_cast<size_t>(((b * 4 + col / 8) * 8 + row / 4) * 32 + (col % 8) * 4 + row % 4);
+  return static_cast<size_t>(((b * 4 + col / 8) * kGradChunks + row / 4) * 32 + (col % 8) * 4 + row % 4);
 }
 
 inline int weight_value(Int8Kind kind, uint8_t byte) {
@@ -78,7 +78,7 @@ void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_
     const bool valid = row < m.rows;
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* tile = valid ? m.tile(g, b) : nullptr;
-      p.rho[static_cast<size_t>((b - b0) * 32 + r)] = valid ? tile_scale(tile, i) : 0.0f;
+      p.rho[static_cast<size_t>((b - b0) * kGradRowBlock + r)] = valid ? tile_scale(tile, i) : 0.0f;
       for (int64_t j = 0; j < kQ8Block; ++j)  // the weight values as signed bytes (kernels_int8.h)
         p.q[grad_index(b - b0, r, j)] =
             valid ? static_cast<uint8_t>(weight_value(p.kind, tile_byte(m, tile, m.group_rows(g), i, j))) : 0;
@@ -118,7 +118,7 @@ void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t l
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t b = 0; b < p.blocks; ++b) {
       for (int64_t r = 0; r < kGradRowBlock; ++r)
-        qv[r] = requantize_grad_value(Y[t * ldg + r], p.rho16[static_cast<size_t>(b * 32 + r)]);
+        qv[r] = requantize_grad_value(Y[t * ldg + r], p.rho16[static_cast<size_t>(b * kGradRowBlock + r)]);
       const float e = ey[t * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
@@ -197,7 +197,7 @@ void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t 
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t c0 = b * kQ8Block;
       quantize_row(r < nrows ? P + r * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q,
-                   &p.rho[static_cast<size_t>(b * 32 + r)], &sum);
+                   &p.rho[static_cast<size_t>(b * kGradRowBlock + r)], &sum);
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
     }
   normalize_grad_scales(p);

@@ -165,7 +165,7 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
   const Shape s = GetParam();
   const Tiled w(s.type, s.rows, s.cols, 5);
   const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
-  // 71 tokens: blocks of 4 and a remainder, and more than the AVX2 input grad's chunk of 64
+  // 71 tokens: blocks of 4 and a remainder, and more than the AVX2 input grad's chunks of 32
   const int64_t nb = s.cols / 32, T = 71;
 
   // Forward: quantized activations, every row group.
@@ -179,18 +179,19 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
   std::vector<float> dY = random_vec(static_cast<size_t>(T * s.rows), 10);
   // Token 2's dY is zero: its requantized blocks have scale 0 (the quantizer's special case).
   std::fill(dY.begin() + 2 * s.rows, dY.begin() + 3 * s.rows, 0.0f);
-  // dY's scales and int16 values per (token, 32-row block), as the engine prepares them for
-  // every task (here token t's row blocks one after the other: block rb at t * ldy + rb * 32).
-  const int64_t nR = (s.rows + 31) / 32, ldy = nR * 32;
+  // dY's scales and int16 values per (token, 64-row block), as the engine prepares them for
+  // every task (here token t's row blocks one after the other: block rb at t * ldy + rb * 64).
+  constexpr int64_t RB = nl::engine::kGradRowBlock;
+  const int64_t nR = (s.rows + RB - 1) / RB, ldy = nR * RB;
   std::vector<float> ey(static_cast<size_t>(T * nR));
   std::vector<int16_t> y16(static_cast<size_t>(T * ldy));
-  for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * s.rows, s.rows, ey.data() + t * nR, y16.data() + t * ldy, 32);
+  for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * s.rows, s.rows, ey.data() + t * nR, y16.data() + t * ldy, RB);
 
   for (const Int8Kernels* k : simd_sets()) {
     SCOPED_TRACE(k->isa);
     std::vector<float> ey1(ey.size(), -1.0f);
     std::vector<int16_t> y1(y16.size(), -1);
-    for (int64_t t = 0; t < T; ++t) k->grad_rows(dY.data() + t * s.rows, s.rows, ey1.data() + t * nR, y1.data() + t * ldy, 32);
+    for (int64_t t = 0; t < T; ++t) k->grad_rows(dY.data() + t * s.rows, s.rows, ey1.data() + t * nR, y1.data() + t * ldy, RB);
     EXPECT_EQ(ey1, ey) << "dY scales";
     EXPECT_EQ(y1, y16) << "dY as int16";
     for (int64_t g = 0; g < w.tiles.n_groups(); ++g) {
@@ -223,17 +224,18 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       EXPECT_EQ(y1, y0) << "forward pair, groups " << g << " and " << g + 1;
     }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
-    for (int64_t rb = 0; rb * 32 < s.rows; ++rb) {
+    for (int64_t rb = 0; rb * RB < s.rows; ++rb) {
       GradPanel p0, p1;
       ref.pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p0);
       k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
       const int64_t m = b_hi - b_lo;
-      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + m * 1024, p1.q.begin())) << "grad panel, row block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + m * 32, p1.rho.begin())) << "grad ratios, block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + m * 32, p1.rho16.begin())) << "grad rho16 " << rb;
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + m * nl::engine::kGradPanelBlockBytes, p1.q.begin()))
+          << "grad panel, row block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + m * RB, p1.rho.begin())) << "grad ratios, block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + m * RB, p1.rho16.begin())) << "grad rho16 " << rb;
       ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + m, p1.m.begin())) << "grad scale bounds, block " << rb;
       const int64_t n = m * 32;
-      const int16_t* g = y16.data() + rb * 32;
+      const int16_t* g = y16.data() + rb * RB;
       const float* eb = ey.data() + rb;
       // Columns [b_lo*32, b_hi*32) of dX, with a non-zero start (accumulating in place).
       const std::vector<float> start = random_vec(static_cast<size_t>(T * n), 11);
@@ -267,6 +269,8 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                          ::testing::Values(Shape{QType::Q4_0, 64, 128}, Shape{QType::Q8_0, 64, 128},
+                                           // row blocks of 64: two whole ones, or one and a part
+                                           Shape{QType::Q4_0, 128, 64}, Shape{QType::Q8_0, 100, 96},
                                            Shape{QType::Q4_0, 45, 96}, Shape{QType::Q8_0, 13, 64},
                                            Shape{QType::Q4_0, 8, 32},
                                            // more column blocks than the AVX2 input grad's pass of 8
@@ -311,6 +315,40 @@ TEST(Int8Kernels, ForwardSumsAtTheIntegerBounds) {
   }
 }
 
+// The input gradient's integer sums at their bounds: every Q4_0 value -8 (nibble 0) and
+// every requantized dY 127 (equal dY, equal scales), so a column's sum over a 64-row block is
+// 64 x 127 x -8 and, without VNNI, each 8 chunks' int16 pair sums reach 8 x 2 x 255 x -8
+// (activations q + 128). Every set gives the scalar bits.
+TEST(Int8Kernels, InputGradSumsAtTheIntegerBounds) {
+  constexpr int64_t RB = nl::engine::kGradRowBlock;
+  const Tiled w(QType::Q4_0, RB, 64, 8);
+  nl::engine::TiledMatrix tiles = w.tiles;
+  for (int64_t g = 0; g < tiles.n_groups(); ++g)
+    for (int64_t b = 0; b < tiles.n_blocks(); ++b) {
+      uint8_t* tile = const_cast<uint8_t*>(tiles.tile(g, b));
+      const uint16_t one = 0x3C00;  // f16 1.0: every row's scale, so every ratio is 1
+      for (int64_t i = 0; i < tiles.group_rows(g); ++i) std::memcpy(tile + 2 * i, &one, 2);
+      std::memset(tile + 2 * tiles.group_rows(g), 0x00, static_cast<size_t>(16 * tiles.group_rows(g)));
+    }
+  const int64_t T = 5;
+  const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  std::vector<float> ey(static_cast<size_t>(T));
+  std::vector<int16_t> y16(static_cast<size_t>(T * RB));
+  for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
+  GradPanel p;
+  ref.pack_grad_tiles(tiles, 0, 0, 2, p);
+  std::vector<float> d0(static_cast<size_t>(T * 64), -1.0f);
+  ref.input_grad(y16.data(), RB, ey.data(), 1, T, p, 64, {nullptr, 0, d0.data(), 64});
+  EXPECT_NEAR(d0[0], 64.0f * 0.25f * -8.0f, 1e-3f) << "the bound's sum, scaled back";
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    std::vector<float> d1(d0.size(), -1.0f);
+    k->input_grad(y16.data(), RB, ey.data(), 1, T, p, 64, {nullptr, 0, d1.data(), 64});
+    EXPECT_EQ(d1, d0);
+  }
+}
+
 // Equal floats, or NaN both (a NaN's payload may differ between conversions).
 bool same_floats(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -324,11 +362,11 @@ TEST(Int8Kernels, TilePackersAgreeOnExtremeScales) {
   const uint16_t odd[] = {0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8000, 0x7BFF, 0x03FF};
   for (const QType type : {QType::Q4_0, QType::Q8_0}) {
     SCOPED_TRACE(nl::qtype_info(type).name);
-    const Tiled w(type, 45, 96, 6);
+    const Tiled w(type, 90, 96, 6);
     nl::engine::TiledMatrix tiles = w.tiles;
     // Rows of full and partial groups, in both row blocks, in several column blocks.
     int k = 0;
-    for (int64_t row : {0, 5, 9, 17, 31, 33, 44})
+    for (int64_t row : {0, 5, 9, 17, 31, 33, 44, 63, 70, 89})
       for (int64_t b : {0, 2}) {
         uint8_t* tile = const_cast<uint8_t*>(tiles.tile(row / 8, b));
         std::memcpy(tile + (row % 8) * 2, &odd[k++ % 7], 2);
@@ -347,10 +385,12 @@ TEST(Int8Kernels, TilePackersAgreeOnExtremeScales) {
         GradPanel p0, p1;
         ref.pack_grad_tiles(tiles, rb, 0, 3, p0);
         set->pack_grad_tiles(tiles, rb, 0, 3, p1);
-        ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + 3 * 1024, p1.q.begin())) << "grad panel " << rb;
-        ASSERT_TRUE(same_floats(p0.rho.data(), p1.rho.data(), 3 * 32)) << "grad ratios " << rb;
+        constexpr int64_t RB = nl::engine::kGradRowBlock;
+        ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + 3 * nl::engine::kGradPanelBlockBytes, p1.q.begin()))
+            << "grad panel " << rb;
+        ASSERT_TRUE(same_floats(p0.rho.data(), p1.rho.data(), 3 * RB)) << "grad ratios " << rb;
         ASSERT_TRUE(same_floats(p0.m.data(), p1.m.data(), 3)) << "grad scale bounds " << rb;
-        ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + 3 * 32, p1.rho16.begin())) << "rho16 " << rb;
+        ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + 3 * RB, p1.rho16.begin())) << "rho16 " << rb;
       }
     }
   }
@@ -359,22 +399,23 @@ TEST(Int8Kernels, TilePackersAgreeOnExtremeScales) {
 // A diverged step's dY (a NaN, infinities) gets the same scales and int16 values from
 // every set: the NaN is dropped from the block maximum, as std::max drops it in the definition.
 TEST(Int8Kernels, GradRowsAgreeOnNonFiniteValues) {
-  std::vector<float> g = random_vec(96, 13);
-  for (int r = 1; r < 32; r += 2) g[static_cast<size_t>(r)] = NAN;  // block 0: NaNs among finite values
-  g[40] = INFINITY;     // block 1: an infinity (scale inf, every value -32768 or 0)
-  g[64] = -INFINITY;    // block 2: both
-  g[65] = NAN;
+  constexpr int64_t RB = nl::engine::kGradRowBlock, n = 3 * RB;
+  std::vector<float> g = random_vec(n, 13);
+  for (int r = 1; r < RB; r += 2) g[static_cast<size_t>(r)] = NAN;  // block 0: NaNs among finite values
+  g[RB + 8] = INFINITY;      // block 1: an infinity (scale inf, every value -32768 or 0)
+  g[2 * RB] = -INFINITY;     // block 2: both
+  g[2 * RB + 1] = NAN;
   const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
   std::vector<float> ey0(3);
-  std::vector<int16_t> y0(96);
-  ref.grad_rows(g.data(), 96, ey0.data(), y0.data(), 32);
+  std::vector<int16_t> y0(n);
+  ref.grad_rows(g.data(), n, ey0.data(), y0.data(), RB);
   EXPECT_TRUE(std::isfinite(ey0[0])) << "the NaN is not the block's maximum";
   EXPECT_EQ(y0[3], -32768);
   for (const Int8Kernels* k : simd_sets()) {
     SCOPED_TRACE(k->isa);
     std::vector<float> ey1(3, -1.0f);
-    std::vector<int16_t> y1(96, 7);
-    k->grad_rows(g.data(), 96, ey1.data(), y1.data(), 32);
+    std::vector<int16_t> y1(n, 7);
+    k->grad_rows(g.data(), n, ey1.data(), y1.data(), RB);
     EXPECT_TRUE(same_floats(ey0.data(), ey1.data(), 3));
     EXPECT_EQ(y1, y0);
   }
@@ -399,7 +440,8 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
       for (int64_t c = 0; c < 96; ++c) {
         const int64_t r = g * 8 + i, b = c / 32, j = c % 32;
         const uint8_t f = fp.q[static_cast<size_t>((b * 8 + j / 4) * 32 + i * 4 + j % 4)];
-        const uint8_t gq = gp.q[static_cast<size_t>(((b * 4 + j / 8) * 8 + r / 4) * 32 + (j % 8) * 4 + r % 4)];
+        const uint8_t gq =
+            gp.q[static_cast<size_t>(((b * 4 + j / 8) * nl::engine::kGradChunks + r / 4) * 32 + (j % 8) * 4 + r % 4)];
         ASSERT_EQ(f, gq) << "row " << r << " col " << c;
         if (c >= cols) {
           ASSERT_EQ(f, 0) << "padding";
@@ -412,11 +454,11 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
     for (int64_t r = 0; r < rows; ++r) m = std::max(m, std::fabs(scale[static_cast<size_t>(r * 3 + b)]));
     ASSERT_GT(m, 0.0f);
     EXPECT_EQ(gp.m[static_cast<size_t>(b)], m) << "block " << b;
-    for (int64_t r = 0; r < 32; ++r) {
-      const float rho = gp.rho[static_cast<size_t>(b * 32 + r)];
+    for (int64_t r = 0; r < nl::engine::kGradRowBlock; ++r) {
+      const float rho = gp.rho[static_cast<size_t>(b * nl::engine::kGradRowBlock + r)];
       EXPECT_EQ(rho, r < rows ? scale[static_cast<size_t>(r * 3 + b)] / m : 0.0f) << "row " << r << " block " << b;
       EXPECT_LE(std::fabs(rho), 1.0f);
-      EXPECT_EQ(gp.rho16[static_cast<size_t>(b * 32 + r)], nl::engine::grad_rho16(rho)) << "row " << r << " block " << b;
+      EXPECT_EQ(gp.rho16[static_cast<size_t>(b * nl::engine::kGradRowBlock + r)], nl::engine::grad_rho16(rho)) << "row " << r << " block " << b;
     }
   }
 }
@@ -424,7 +466,7 @@ TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
 // Each ISA's float packers give the scalar packers' bytes and scales: full and partial row
 // blocks, ragged columns, an all-zero row (scale 0) and rows of very different magnitudes.
 TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
-  const int64_t rows = 45, cols = 203, ld = 211;  // ld > cols: the packers honour the stride
+  const int64_t rows = 100, cols = 203, ld = 211;  // ld > cols: the packers honour the stride
   std::vector<float> W = random_vec(static_cast<size_t>(rows * ld), 4);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < ld; ++c) W[static_cast<size_t>(r * ld + c)] *= std::ldexp(1.0f, static_cast<int>(r % 9) - 4);
@@ -445,15 +487,17 @@ TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
       ASSERT_TRUE(std::equal(def.wsum.begin(), def.wsum.begin() + p0.blocks * 8, p0.wsum.begin())) << "sums " << g;
       ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + p0.blocks * 8, p1.wsum.begin())) << "sums " << g;
     }
-    for (int64_t rb = 0; rb * 32 < rows; ++rb) {
+    constexpr int64_t RB = nl::engine::kGradRowBlock;
+    for (int64_t rb = 0; rb * RB < rows; ++rb) {
       GradPanel p0, p1;
-      const int64_t nrows = std::min<int64_t>(32, rows - rb * 32);
-      nl::engine::pack_grad_floats(W.data() + rb * 32 * ld, ld, nrows, cols, p0);
-      k->pack_grad_floats(W.data() + rb * 32 * ld, ld, nrows, cols, p1);
+      const int64_t nrows = std::min<int64_t>(RB, rows - rb * RB);
+      nl::engine::pack_grad_floats(W.data() + rb * RB * ld, ld, nrows, cols, p0);
+      k->pack_grad_floats(W.data() + rb * RB * ld, ld, nrows, cols, p1);
       ASSERT_EQ(p0.blocks, p1.blocks);
-      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 1024, p1.q.begin())) << "grad, block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + p0.blocks * 32, p1.rho.begin())) << "grad ratios " << rb;
-      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + p0.blocks * 32, p1.rho16.begin())) << "rho16 " << rb;
+      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * nl::engine::kGradPanelBlockBytes, p1.q.begin()))
+          << "grad, block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + p0.blocks * RB, p1.rho.begin())) << "grad ratios " << rb;
+      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + p0.blocks * RB, p1.rho16.begin())) << "rho16 " << rb;
       ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + p0.blocks, p1.m.begin())) << "grad bounds " << rb;
     }
   }

@@ -72,6 +72,7 @@ struct Case {
 const Case kCases[] = {
     {QType::F32, 37, 172}, {QType::F16, 29, 45}, {QType::Q8_0, 21, 96},
     {QType::Q4_0, 13, 160}, {QType::Q4_0, 40, 64}, {QType::Q4_K, 19, 256},
+    {QType::Q8_0, 100, 64},  // int8: a whole 64-row reduction block and a partial one
 };
 // One token (a GEMV) and a count that leaves a partial 32-token tile; kept few: lavapipe on a
 // loaded 2-core machine takes a noticeable fraction of a second per product.

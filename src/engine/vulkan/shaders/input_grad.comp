@@ -7,12 +7,14 @@
 //    and the matching 32-token x 8-row slice of dY. (F16: dY is read as the halves guard_f16
 //    made of it, activations.glsl; guard_f16 rounds dX after, per row.)
 //  Int8 mode (the cpu engine's definition, src/engine/kernels_int8.h): it walks row blocks
-//    of 32 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
+//    of 64 rows. W's block scale dw[r, b] varies along the reduction, so it is folded into
 //    dY first, under a scale bound: with ey = max_r |dY[t, r]| / 127, y = dY / ey,
 //    m = max_r |dw[r, b]| and rho = dw / m, qv[r] = round(y[r] * rho[r]) in the cpu engine's
 //    fixed point (requantize_grad, quantize.glsl) and e = ey * m;
 //    then isum = sum_r qv[r] * qw[r, c] exactly in integers and acc = fma(float(isum), e, acc).
 //    F32/F16 weights are quantized per row and 32-column block with the same quantizer.
+//    The scales of a block come first (from global memory); its weights and dY are then
+//    staged 32 rows at a time, so shared memory holds a 32 x 32 tile of each.
 layout(local_size_x = 64) in;
 #include "params.glsl"
 #include "weights.glsl"
@@ -25,16 +27,17 @@ layout(std430, set = 0, binding = 4) readonly buffer HalfScale { float xd[]; }; 
 
 const uint TILE_ROWS = 8u;
 const uint TILE_TOKENS = 32u;
-const uint ROW_BLOCK = 32u;  // int8 mode
+const uint ROW_BLOCK = 64u;  // int8 mode: rows per reduction block
+const uint ROW_STAGE = 32u;  // int8 mode: rows staged at a time
 
 shared float w_tile[TILE_ROWS][33];
 shared float dy_tile[TILE_TOKENS][TILE_ROWS + 1u];
 // int8 mode
-shared int wq_block[ROW_BLOCK][33];
-shared float wd_block[ROW_BLOCK];       // dw, then rho = dw / wd_max
+shared int wq_block[ROW_STAGE][33];
+shared float wd_block[ROW_BLOCK];       // the rows' weight scales dw
 shared float wd_max;
-shared float v_block[TILE_TOKENS][33];  // dY, then its quants (small integers, exact)
-shared float e_block[TILE_TOKENS];      // ey, then e = ey * wd_max
+shared float v_block[TILE_TOKENS][33];  // the tokens' quants of dY (small integers, exact)
+shared float e_block[TILE_TOKENS];      // ey
 
 void store(float acc[16], uint b, uint t0, uint j, uint th);
 
@@ -76,67 +79,63 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
   const uint n_row_blocks = (p.rows + ROW_BLOCK - 1u) / ROW_BLOCK;
   for (uint R = 0u; R < n_row_blocks; ++R) {
     const uint r0 = R * ROW_BLOCK;
-    // The weights of this 32 x 32 block, as int8 quants and per-row scales.
-    if (stored_quants) {
-      for (uint k = 0u; k < 16u; ++k) {
-        const uint idx = lid + 64u * k, i = idx >> 5, jj = idx & 31u;
-        const uint r = r0 + i, c = b * 32u + jj;
-        wq_block[i][jj] = r < p.rows ? block_quant(r, c) : 0;
-      }
-      if (lid < ROW_BLOCK) wd_block[lid] = r0 + lid < p.rows ? block_scale(r0 + lid, b) : 0.0;
-    } else {
-      for (uint k = 0u; k < 16u; ++k) {  // stage the floats in v_block, quantize per row
-        const uint idx = lid + 64u * k, i = idx >> 5, jj = idx & 31u;
-        const uint r = r0 + i, c = b * 32u + jj;
-        v_block[i][jj] = r < p.rows && c < p.cols ? weight_at(r, c) : 0.0;
-      }
-      barrier();
-      if (lid < ROW_BLOCK) {
+    // Each row's weight scale (one thread per row: local_size_x = ROW_BLOCK) and each
+    // token's dY scale ey.
+    {
+      const uint r = r0 + lid;
+      if (stored_quants) {
+        wd_block[lid] = r < p.rows ? block_scale(r, b) : 0.0;
+      } else {  // the quantizer's scale of the row's 32 columns
         float amax = 0.0;
-        for (uint jj = 0u; jj < 32u; ++jj) amax = max(amax, abs(v_block[lid][jj]));
+        for (uint jj = 0u; jj < 32u; ++jj) {
+          const uint c = b * 32u + jj;
+          amax = max(amax, abs(r < p.rows && c < p.cols ? weight_at(r, c) : 0.0));
+        }
         wd_block[lid] = quant_scale(amax);
       }
-      barrier();
-      for (uint k = 0u; k < 16u; ++k) {
-        const uint idx = lid + 64u * k, i = idx >> 5, jj = idx & 31u;
-        wq_block[i][jj] = quantize_value(v_block[i][jj], quant_inverse(wd_block[i]));
-      }
+    }
+    if (lid < TILE_TOKENS) {
+      const uint t = t0 + lid;
+      float amax = 0.0;
+      for (uint i = 0u; i < ROW_BLOCK; ++i) amax = max(amax, abs(t < p.T && r0 + i < p.rows ? dy[t * p.rows + r0 + i] : 0.0));
+      e_block[lid] = quant_scale(amax);
     }
     barrier();
-    // The scale bound of the block's weight scales, and their ratios to it.
+    // The scale bound of the block's weight scales (rho = dw / wd_max below).
     if (lid == 0u) {
       float m = 0.0;
       for (uint i = 0u; i < ROW_BLOCK; ++i) m = max(m, abs(wd_block[i]));
       wd_max = m;
     }
-    // dY for 32 tokens x 32 rows, and each token's scale ey.
-    for (uint k = 0u; k < 16u; ++k) {
-      const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
-      const uint t = t0 + tt, r = r0 + i;
-      v_block[tt][i] = t < p.T && r < p.rows ? dy[t * p.rows + r] : 0.0;
-    }
     barrier();
-    if (lid < ROW_BLOCK) wd_block[lid] = wd_max != 0.0 ? wd_block[lid] / wd_max : 0.0;
-    if (lid < TILE_TOKENS) {
-      float amax = 0.0;
-      for (uint i = 0u; i < ROW_BLOCK; ++i) amax = max(amax, abs(v_block[lid][i]));
-      e_block[lid] = quant_scale(amax);
+    int isum[16];
+    for (uint k = 0u; k < 16u; ++k) isum[k] = 0;
+    for (uint h = 0u; h < ROW_BLOCK; h += ROW_STAGE) {
+      // The weights of these 32 rows x 32 columns as int8 quants, and dY for 32 tokens x
+      // 32 rows with W's scales folded in, requantized.
+      for (uint k = 0u; k < 16u; ++k) {
+        const uint idx = lid + 64u * k, i = idx >> 5, jj = idx & 31u;
+        const uint r = r0 + h + i, c = b * 32u + jj;
+        if (stored_quants)
+          wq_block[i][jj] = r < p.rows ? block_quant(r, c) : 0;
+        else
+          wq_block[i][jj] = r < p.rows && c < p.cols ? quantize_value(weight_at(r, c), quant_inverse(wd_block[h + i])) : 0;
+      }
+      for (uint k = 0u; k < 16u; ++k) {
+        const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
+        const uint t = t0 + tt, r = r0 + h + i;
+        const float y = (t < p.T && r < p.rows ? dy[t * p.rows + r] : 0.0) * quant_inverse(e_block[tt]);
+        const float rho = wd_max != 0.0 ? wd_block[h + i] / wd_max : 0.0;
+        v_block[tt][i] = float(requantize_grad(y, rho));
+      }
+      barrier();
+      for (uint k = 0u; k < 16u; ++k) {
+        const uint tt = th + 2u * k;
+        for (uint i = 0u; i < ROW_STAGE; ++i) isum[k] += int(v_block[tt][i]) * wq_block[i][j];
+      }
+      barrier();
     }
-    barrier();
-    for (uint k = 0u; k < 16u; ++k) {
-      const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
-      const float y = v_block[tt][i] * quant_inverse(e_block[tt]);
-      v_block[tt][i] = float(requantize_grad(y, wd_block[i]));
-    }
-    barrier();
-    if (lid < TILE_TOKENS) e_block[lid] *= wd_max;
-    barrier();
-    for (uint k = 0u; k < 16u; ++k) {
-      const uint tt = th + 2u * k;
-      int s = 0;
-      for (uint i = 0u; i < ROW_BLOCK; ++i) s += int(v_block[tt][i]) * wq_block[i][j];
-      acc[k] = fma(float(s), e_block[tt], acc[k]);
-    }
+    for (uint k = 0u; k < 16u; ++k) acc[k] = fma(float(isum[k]), e_block[th + 2u * k] * wd_max, acc[k]);
     barrier();
   }
   store(acc, b, t0, j, th);
