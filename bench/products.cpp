@@ -147,14 +147,16 @@ struct Timing {
   int reps = 0;
 };
 
-// The best of up to `max_reps` runs of each of two products after one warm-up run of each,
+// The best of at least `reps` runs of each of two products after one warm-up run of each,
 // the runs alternating (a, b, a, b, ...) so that both see the same load on the machine:
 // their time ratio is a target, and this VM's speed drifts by 2x within seconds (timed one
-// after the other, one shape's ratio ranged 1.12-1.35 in four runs). Stops early once
-// `budget_s` of timed runs per product have passed (a slow kernel on a big shape still ends
-// in bounded time).
+// after the other, one shape's ratio ranged 1.12-1.35 in four runs). Runs go on past `reps`
+// until `min_time_s` per product has passed, so that a 0.1 ms product gets as many chances
+// at a quiet moment as a 10 ms one, and stop once `budget_s` per product has passed (a slow
+// kernel on a big shape still ends in bounded time). torch_products.py uses the same rule.
 template <class A, class B>
-std::pair<Timing, Timing> best_of_alternating(A&& run_a, B&& run_b, int max_reps, double budget_s) {
+std::pair<Timing, Timing> best_of_alternating(A&& run_a, B&& run_b, int reps, double min_time_s,
+                                              double budget_s) {
   run_a();
   run_b();
   Timing ta, tb;
@@ -168,7 +170,7 @@ std::pair<Timing, Timing> best_of_alternating(A&& run_a, B&& run_b, int max_reps
     spent += s;
     ++t.reps;
   };
-  while (ta.reps < max_reps && (ta.reps == 0 || spent < 2 * budget_s)) {
+  while ((ta.reps < reps || spent < 2 * min_time_s) && (ta.reps == 0 || spent < 2 * budget_s)) {
     timed(run_a, ta);
     timed(run_b, tb);
   }
@@ -206,6 +208,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   int reps = 3;
   double budget = 1.0;
+  double min_time = 0;
   double peak_gflops = 0;
   double int8_peak_gops = 0;
   std::string precisions = "f32";
@@ -216,6 +219,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "engine threads (0: all cores)");
   app.add_option("--reps", reps, "timed repetitions per product (best is kept)")->check(CLI::PositiveNumber);
   app.add_option("--budget", budget, "stop repeating a product after this many seconds")->check(CLI::PositiveNumber);
+  app.add_option("--min-time", min_time, "repeat a product past --reps until this many seconds have passed")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--peak-gflops", peak_gflops, "f32 peak to compare with (default: measured now, 1 s)");
   app.add_option("--int8-peak-gops", int8_peak_gops, "int8 peak to compare with (default: measured now, 1 s)");
   app.add_option("--precision", precisions, "precision modes: f32, f16, int8 (comma-separated) or all");
@@ -313,7 +318,7 @@ int main(int argc, char** argv) {
             for (nl::Precision mode : modes) {
               const auto [f, g] = best_of_alternating([&] { engine->forward(h, X.data(), T, out_f.data(), mode); },
                                                       [&] { engine->input_grad(h, Y.data(), T, out_g.data(), mode); },
-                                                      reps, budget);
+                                                      reps, min_time, budget);
               const double flop =
                   2.0 * static_cast<double>(T) * static_cast<double>(s.in) * static_cast<double>(s.out);
               const double gf = flop / f.best_s / 1e9, gg = flop / g.best_s / 1e9, ratio = g.best_s / f.best_s;

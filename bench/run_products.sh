@@ -3,7 +3,7 @@
 # PyTorch f32 dense (bench/torch_products.py) on the same shapes, token counts and threads,
 # in one invocation; then one table with both and the targets of issue 4.
 #   bench/run_products.sh [--models a,b] [--types q4_0,...] [--tokens 128,256,512]
-#                         [--projs q,down] [--threads N] [--reps 3] [--budget 1.0]
+#                         [--projs q,down] [--threads N] [--reps 3] [--min-time 0] [--budget 1.0]
 #                         [--precision f32|f16|int8|all (or a comma-separated list)]
 #                         [--keep DIR]   (keep both sides' JSONL records in DIR)
 # Environment: NL_BUILD_DIR (default build-bench), NL_JOBS (build parallelism, default 2).
@@ -17,7 +17,7 @@ ours=()     # options only nl_bench_products takes
 while [ $# -gt 0 ]; do
   case "$1" in
     --threads) threads=$2; shift 2 ;;
-    --models|--tokens|--projs|--reps|--budget) common+=("$1" "$2"); shift 2 ;;
+    --models|--tokens|--projs|--reps|--min-time|--budget) common+=("$1" "$2"); shift 2 ;;
     --types|--peak-gflops|--int8-peak-gops|--precision) ours+=("$1" "$2"); shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     -h|--help) sed -n 2,9p "$0"; exit 0 ;;

@@ -6,7 +6,7 @@ JSON record per case so bench/run_products.sh can print both side by side.
 Run with Debian's /usr/bin/python3; bench/run_products.sh selects the OpenMP OpenBLAS and
 the thread count first. Usage:
     torch_products.py [--models qwen2.5-0.5b,...] [--tokens 128,256,512] [--projs q,down]
-                      [--threads N] [--reps 3] [--budget 1.0] [--jsonl FILE]
+                      [--threads N] [--reps 3] [--min-time 0] [--budget 1.0] [--jsonl FILE]
 """
 from __future__ import annotations
 
@@ -49,10 +49,12 @@ def distinct_shapes(model, wanted):
     return out
 
 
-def best_of(fn, reps, budget):
+def best_of(fn, reps, min_time, budget):
+    """Best of at least reps runs after a warm-up, going on until min_time seconds have
+    passed and stopping once budget seconds have (the rule of nl_bench_products)."""
     fn()
     best, spent, n = 1e300, 0.0, 0
-    while n < reps and (n == 0 or spent < budget):
+    while (n < reps or spent < min_time) and (n == 0 or spent < budget):
         t0 = time.perf_counter()
         fn()
         s = time.perf_counter() - t0
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("--projs", default="")
     ap.add_argument("--threads", type=int, default=0, help="0: all cores")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=0.0)
     ap.add_argument("--budget", type=float, default=1.0)
     ap.add_argument("--jsonl", default="")
     a = ap.parse_args()
@@ -105,8 +108,8 @@ def main():
                     dY = torch.randn(T, n_out)
                     Y = torch.empty(T, n_out)
                     dX = torch.empty(T, n_in)
-                    tf = best_of(lambda: torch.matmul(X, W.t(), out=Y), a.reps, a.budget)
-                    tg = best_of(lambda: torch.matmul(dY, W, out=dX), a.reps, a.budget)
+                    tf = best_of(lambda: torch.matmul(X, W.t(), out=Y), a.reps, a.min_time, a.budget)
+                    tg = best_of(lambda: torch.matmul(dY, W, out=dX), a.reps, a.min_time, a.budget)
                     flop = 2.0 * T * n_in * n_out
                     print(f"| {m} | {projs} | {n_out} x {n_in} | {T} | {tf * 1e3:.2f} | {flop / tf / 1e9:.1f} | "
                           f"{tg * 1e3:.2f} | {flop / tg / 1e9:.1f} |", flush=True)
