@@ -75,12 +75,14 @@ void quantize_row_neon(const float* x, int64_t n, int8_t* q, float* d, int32_t* 
 // Dot products of the 8 lanes of one 32-value panel block (8 chunks of 32 bytes at w) with
 // NT tokens' activation blocks: lanes 0..3 of token t in lo[t], 4..7 in hi[t]. Each weight
 // chunk is loaded once for the NT tokens. sdot takes token t's values 0..15 in x0[t] and
-// 16..31 in x1[t]; the widening products read its 32 int8 at x + t * ldx.
+// 16..31 in x1[t]; the widening products read its 32 int8 at x + t * ldx. kAccumulate: sdot
+// adds to lo and hi instead of starting from zero.
 #if NL_INT8_DOTPROD
-template <int NT>
+template <int NT, bool kAccumulate = false>
 inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
                             int32x4_t hi[NT]) {
-  for (int t = 0; t < NT; ++t) lo[t] = hi[t] = vdupq_n_s32(0);
+  if (!kAccumulate)
+    for (int t = 0; t < NT; ++t) lo[t] = hi[t] = vdupq_n_s32(0);
   // The lane of vdotq_laneq_s32 must be a constant: chunk c is lane c % 4 of x0 or x1.
 #define NL_SDOT_CHUNK(c, xv, lane)                                        \
   {                                                                       \
@@ -104,12 +106,14 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 #endif
 
 // kNibble: the panel holds Q4_0 values (0..15 in forward panels, -8..7 in input-gradient
-// ones), so a lane's 8 products of a block (at most 8 x 15 x 128 = 15360) are summed in
-// int16 by vmlal_s8 and widened once per block: 4 multiply-adds per chunk and token instead
-// of 4 multiplies and 4 pairwise accumulates. Other panels (|w| up to 128) widen every
+// ones), so a lane's products of a block are summed in int16 by vmlal_s8 and widened once
+// per block: 4 multiply-adds per chunk and token instead of 4 multiplies and 4 pairwise
+// accumulates. The int16 bound: 8 chunks x 15 x 128 = 15360 (forward), kGradChunks (16)
+// chunks x 8 x 128 = 16384 (input gradient). Other panels (|w| up to 128) widen every
 // chunk. The high halves go through the _high forms (smull2, smlal2), not a copy of the
-// upper 8 bytes.
-template <int NT, bool kNibble>
+// upper 8 bytes. kChunks: 4-byte chunks of x per token (32 values in the forward's blocks,
+// the 64 rows of an input-gradient row block).
+template <int NT, bool kNibble, int kChunks = 8>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
   // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums]; lane j of
   // sum16[t][k]: panel lane 2k + j / 4, byte j % 4.
@@ -120,7 +124,7 @@ inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, 
       acc[t][k] = vdupq_n_s32(0);
       sum16[t][k] = vdupq_n_s16(0);
     }
-  for (int c = 0; c < 8; ++c) {
+  for (int c = 0; c < kChunks; ++c) {
     const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
     for (int t = 0; t < NT; ++t) {
       int32_t chunk;
@@ -159,22 +163,6 @@ inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t
   dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
 #else
   dot_tokens_widening<NT, kNibble>(w, x, ldx, lo, hi);
-#endif
-}
-
-// dot_tokens with the activations in registers (as dot_tokens_sdot takes them).
-template <int NT, bool kNibble>
-inline void dot_tokens(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
-                       int32x4_t hi[NT]) {
-#if NL_INT8_DOTPROD
-  dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
-#else
-  int8_t x[NT][kQ8Block];  // the widening products read 4-byte chunks from memory
-  for (int t = 0; t < NT; ++t) {
-    vst1q_s8(x[t], x0[t]);
-    vst1q_s8(x[t] + 16, x1[t]);
-  }
-  dot_tokens_widening<NT, kNibble>(w, x[0], kQ8Block, lo, hi);
 #endif
 }
 
@@ -258,9 +246,13 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 }
 
 // The requantized dY of NT tokens stays in registers for the block's 4 column groups (per
-// 32 rows of the row block, two registers per token), and whole groups of 8 columns go
-// straight to and from dX: compiled with a copy per group
-// through a buffer, the output steps took more instructions than the dot products.
+// 32 rows of the row block, two registers per token; sdot adds the second 32 rows' products
+// to the first's sums, as separate sums the 4 tokens needed 34 of the 32 vector registers and
+// GCC spilled: 195 instead of 158 instructions per 1k multiply-adds for Q4_0), or for the
+// widening set in a buffer it reads 4-byte chunks from, all 64 rows in one pass (one
+// widening of Q4_0's int16 sums). Whole groups of 8 columns go straight to and from dX:
+// compiled with a copy per group through a buffer, the output steps took more instructions
+// than the dot products.
 // kNibble: a Q4_0 panel (the widening set's int16 sums). Not inlined into input_grad_neon:
 // inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's registers took
 // it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
@@ -285,6 +277,14 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         for (int t = 0; t < NT; ++t)  // dY with W's scales folded in, requantized per token
           requantize_rows_neon(Y + (t0 + t) * ldg + 32 * h, rho16, x0[h][t], x1[h][t]);
       }
+#if !NL_INT8_DOTPROD
+      int8_t x[NT][kGradRowBlock];
+      for (int h = 0; h < kHalves; ++h)
+        for (int t = 0; t < NT; ++t) {
+          vst1q_s8(x[t] + 32 * h, x0[h][t]);
+          vst1q_s8(x[t] + 32 * h + 16, x1[h][t]);
+        }
+#endif
       float e[NT];
       for (int t = 0; t < NT; ++t) e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
       for (int64_t cg = 0; cg < 4; ++cg) {
@@ -292,15 +292,12 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         if (c0 >= n) break;
         int32x4_t lo[NT], hi[NT];  // (the panel holds signed weight values, Q4_0's too)
         const uint8_t* w = p.q.data() + b * kGradPanelBlockBytes + cg * kGradChunks * 32;
-        dot_tokens<NT, kNibble>(w, x0[0], x1[0], lo, hi);
-        for (int h = 1; h < kHalves; ++h) {  // each 32 rows' int32 sums added
-          int32x4_t lo_h[NT], hi_h[NT];
-          dot_tokens<NT, kNibble>(w + h * 8 * 32, x0[h], x1[h], lo_h, hi_h);
-          for (int t = 0; t < NT; ++t) {
-            lo[t] = vaddq_s32(lo[t], lo_h[t]);
-            hi[t] = vaddq_s32(hi[t], hi_h[t]);
-          }
-        }
+#if NL_INT8_DOTPROD
+        dot_tokens_sdot<NT>(w, x0[0], x1[0], lo, hi);
+        for (int h = 1; h < kHalves; ++h) dot_tokens_sdot<NT, true>(w + h * 8 * 32, x0[h], x1[h], lo, hi);
+#else
+        dot_tokens_widening<NT, kNibble, kGradChunks>(w, x[0], kGradRowBlock, lo, hi);
+#endif
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {
             const float32x4_t a0 = acc[t] ? vld1q_f32(acc[t] + c0) : vdupq_n_f32(0.0f);
