@@ -151,8 +151,9 @@ struct Timing {
 // the runs alternating (a, b, a, b, ...) so that both see the same load on the machine:
 // their time ratio is a target, and this VM's speed drifts by 2x within seconds (timed one
 // after the other, one shape's ratio ranged 1.12-1.35 in four runs). Runs go on past `reps`
-// until `min_time_s` per product has passed, so that a 0.1 ms product gets as many chances
-// at a quiet moment as a 10 ms one, and stop once `budget_s` per product has passed (a slow
+// until `min_time_s` per product has passed, so that a small product's best is also taken
+// over a stretch of the VM's load (5 runs of a 0.1 ms product span half a millisecond), and
+// stop once `budget_s` per product has passed (a slow
 // kernel on a big shape still ends in bounded time). torch_products.py uses the same rule.
 template <class A, class B>
 std::pair<Timing, Timing> best_of_alternating(A&& run_a, B&& run_b, int reps, double min_time_s,
