@@ -245,14 +245,15 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
   x1 = vcombine_s8(q[2], q[3]);
 }
 
-// The requantized dY of NT tokens stays in registers for the block's 4 column groups (per
-// 32 rows of the row block, two registers per token; sdot adds the second 32 rows' products
-// to the first's sums, as separate sums the 4 tokens needed 34 of the 32 vector registers and
-// GCC spilled: 195 instead of 158 instructions per 1k multiply-adds for Q4_0), or for the
-// widening set in a buffer it reads 4-byte chunks from, all 64 rows in one pass (one
-// widening of Q4_0's int16 sums). Whole groups of 8 columns go straight to and from dX:
-// compiled with a copy per group through a buffer, the output steps took more instructions
-// than the dot products.
+// The requantized dY of NT tokens is made once per row block for its 4 column groups:
+// - sdot keeps it in registers (two per 32 rows and token) and adds the second 32 rows'
+//   products into the first's sums; separate sums added afterwards needed 34 of the 32
+//   vector registers for 4 tokens and GCC spilled (195 against 158 instructions per 1k
+//   multiply-adds for Q4_0, bench/arm64_icount.sh);
+// - the widening set reads 4-byte chunks from a buffer, all 64 rows in one pass (one
+//   widening of Q4_0's int16 sums).
+// Whole groups of 8 columns go straight to and from dX: compiled with a copy per group
+// through a buffer, the output steps took more instructions than the dot products.
 // kNibble: a Q4_0 panel (the widening set's int16 sums). Not inlined into input_grad_neon:
 // inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's registers took
 // it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
