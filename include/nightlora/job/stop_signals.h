@@ -1,6 +1,6 @@
-// SIGINT and SIGTERM ask a running job to stop at the next step boundary (after writing a
-// checkpoint) instead of dying mid-step. A second SIGINT stops it at once: the user pressing
-// Ctrl-C twice means it, and the last checkpoint is on disk anyway.
+// SIGINT, SIGTERM and SIGHUP (a closed terminal) ask a running job to stop at the next step
+// boundary (after writing a checkpoint) instead of dying mid-step. A second SIGINT stops it
+// at once: the user pressing Ctrl-C twice means it, and the last checkpoint is on disk anyway.
 #pragma once
 
 namespace nl {
@@ -15,7 +15,7 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
   bool requested() const;
-  int signal() const;  // the signal that asked (SIGINT or SIGTERM), 0 when none
+  int signal() const;  // the signal that asked (SIGINT, SIGTERM or SIGHUP), 0 when none
 };
 
 }  // namespace nl
