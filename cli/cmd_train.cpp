@@ -11,6 +11,7 @@
 #include <string>
 
 #include "command.h"
+#include "nightlora/job/exit_codes.h"
 #include "nightlora/train/training_job.h"
 
 namespace {
@@ -56,10 +57,7 @@ class ConsoleOutput final : public nl::TrainingJobOutput {
 
 int run_train(const nl::TrainingJobOptions& options) {
   ConsoleOutput out;
-  const nl::TrainingJobResult r = nl::run_training_job(options, out);
-  if (r.signal == SIGINT) return 130;
-  if (r.signal == SIGTERM) return 143;
-  return 0;
+  return nl::exit_code_of(nl::run_training_job(options, out));
 }
 
 nlcli::Register reg_train(
@@ -71,11 +69,12 @@ nlcli::Register reg_train(
       sub.add_option("--valid", a->valid, "validation data (same format)");
       sub.add_option("-o,--out", a->out, "output folder for the adapter and log.jsonl")->required();
       sub.add_option("--adapter", a->adapter, "continue training this adapter (PEFT folder or LoRA GGUF)");
-      sub.add_option("--rank", a->rank, "LoRA rank")->capture_default_str();
-      sub.add_option("--alpha", a->alpha, "LoRA alpha (scale = alpha / rank)")->capture_default_str();
+      CLI::Option* rank = sub.add_option("--rank", a->rank, "LoRA rank")->capture_default_str();
+      CLI::Option* alpha = sub.add_option("--alpha", a->alpha, "LoRA alpha (scale = alpha / rank)")->capture_default_str();
       sub.add_option("--dropout", a->dropout, "LoRA dropout on the adapter input")->capture_default_str();
-      sub.add_option("--targets", a->targets, "projections to adapt: subset of q,k,v,o,gate,up,down, or all")
-          ->capture_default_str();
+      CLI::Option* targets =
+          sub.add_option("--targets", a->targets, "projections to adapt: subset of q,k,v,o,gate,up,down, or all")
+              ->capture_default_str();
       sub.add_option("--lora-seed", a->lora_seed, "seed of the adapter initialisation")->capture_default_str();
       sub.add_option("--lr", a->lr, "peak learning rate")->capture_default_str();
       sub.add_option("--schedule", a->schedule, "cosine, linear or constant (after warmup)")->capture_default_str();
@@ -84,8 +83,15 @@ nlcli::Register reg_train(
       sub.add_option("--iters", a->iters, "optimizer steps (0: use --epochs)")->capture_default_str();
       sub.add_option("--batch", a->batch, "sequences per micro-batch (packed without padding)")->capture_default_str();
       sub.add_option("--grad-accum", a->grad_accum, "micro-batches per optimizer step")->capture_default_str();
-      sub.add_option("--seq-len", a->seq_len, "maximum tokens per example; longer ones keep their start")
+      sub.add_option("--seq-len", a->seq_len, "maximum tokens per example (see --long-examples)")
           ->capture_default_str();
+      sub.add_option("--long-examples", a->long_examples,
+                     "examples longer than --seq-len: truncate (keep the first tokens), skip, or error")
+          ->capture_default_str()->check(CLI::IsMember({"truncate", "skip", "error"}));
+      sub.add_option("--bad-lines", a->bad_lines,
+                     "data lines that cannot be used (malformed JSON, wrong types, nothing to train on): skip "
+                     "(count them and say which) or error (stop at the first)")
+          ->capture_default_str()->check(CLI::IsMember({"skip", "error"}));
       sub.add_option("--seed", a->seed, "seed of the data order and dropout")->capture_default_str();
       sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
       sub.add_option("--engine", a->engine,
@@ -102,7 +108,25 @@ nlcli::Register reg_train(
       sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
           ->capture_default_str();
       sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");
-      sub.add_option("--val-every", a->val_every, "validate every N steps (always before and after)")
+      sub.add_option("--val-every", a->val_every, "validate every N steps (always before and after); with --valid "
+                     "the adapter kept is the one with the best validation loss")
+          ->capture_default_str();
+      sub.add_option("--early-stop", a->early_stop,
+                     "stop after N validations without improvement (needs --valid and --val-every; 0: off)")
+          ->capture_default_str();
+      sub.add_option("--max-bad-steps", a->max_bad_steps,
+                     "divergence guard: non-finite steps in a row (never applied) before rolling back to the last "
+                     "checkpoint with the learning rate halved")
+          ->capture_default_str();
+      sub.add_option("--spike-factor", a->spike_factor,
+                     "divergence guard: a loss above F x the mean of the last 10 steps (and 2 nats above it) rolls "
+                     "back (0: off)")
+          ->capture_default_str();
+      sub.add_option("--max-rollbacks", a->max_rollbacks,
+                     "divergence guard: rollbacks before the run stops as diverged (exit code 3)")
+          ->capture_default_str();
+      sub.add_option("--wait-lock", a->wait_lock,
+                     "seconds to wait when another process is using --out (-1: until it ends; default: refuse at once)")
           ->capture_default_str();
       sub.add_option("--weight-decay", a->weight_decay, "AdamW decoupled weight decay")->capture_default_str();
       sub.add_option("--clip", a->clip, "global gradient-norm clipping (0: off)")->capture_default_str();
@@ -159,7 +183,13 @@ nlcli::Register reg_train(
           ->capture_default_str();
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
-      return [a]() { return run_train(*a); };
+      sub.footer(nl::exit_code::table());
+      return [a, rank, alpha, targets]() {
+        a->rank_given = rank->count() > 0;
+        a->alpha_given = alpha->count() > 0;
+        a->targets_given = targets->count() > 0;
+        return run_train(*a);
+      };
     });
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "command.h"
+#include "nightlora/job/exit_codes.h"
+#include "nightlora/job/folder_lock.h"
 #include "nightlora/util/error.h"
 
 namespace nlcli {
@@ -27,21 +29,26 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a wrong option is bad input.
+    return app.exit(e) == 0 ? nl::exit_code::kFinished : nl::exit_code::kBadInput;
   }
   try {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
+  } catch (const nl::FolderBusy& e) {
+    std::fflush(stdout);
+    std::cerr << "nightlora: error: " << e.what() << "\n";
+    return nl::exit_code::kBusy;
   } catch (const nl::Error& e) {
     std::fflush(stdout);
     std::cerr << "nightlora: error: " << e.what() << "\n";
-    return 1;
+    return nl::exit_code::kBadInput;
   } catch (const std::bad_alloc&) {
     std::cerr << "nightlora: error: out of memory (try a smaller --seq-len, --batch or model)\n";
-    return 1;
+    return nl::exit_code::kBadInput;
   } catch (const std::exception& e) {
     std::cerr << "nightlora: internal error: " << e.what() << "\n";
-    return 2;
+    return nl::exit_code::kInternal;
   }
   return 0;
 }

@@ -311,14 +311,14 @@ NightlyResult run_nightly(const NightlyOptions& o, const NightlyLog& log) {
       log("training (" + run_info.value("method", std::string()) + ") in a child process; its output: " +
           (run / "train.out").string());
       const ChildExit ex = run_child(o.exe, args, (run / "train.out").string());
-      if (!ex.exited || ex.code == 130 || ex.code == 143) {
+      if (!ex.exited || ex.code == 129 || ex.code == 130 || ex.code == 143) {
         res.outcome = NightlyOutcome::Interrupted;
         log(std::string("training was interrupted (") +
             (ex.exited ? "exit code " + std::to_string(ex.code) : "signal " + std::to_string(ex.code)) +
             "); its checkpoints are kept: run the same command again to continue");
         return res;
       }
-      if (ex.code != 0)
+      if (ex.code != 0 && ex.code != 75)  // 75: stopped by the budget (exit_codes.h)
         fail((run / "train.out").string(), "training failed (exit code " + std::to_string(ex.code) + "):\n" +
                                                file_tail((run / "train.out").string()));
     }

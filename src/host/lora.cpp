@@ -130,4 +130,14 @@ int64_t LoraAdapter::n_params() const {
   return n;
 }
 
+bool LoraAdapter::all_finite() const {
+  for (const LoraPair& p : pairs) {
+    for (float x : p.A)
+      if (!std::isfinite(x)) return false;
+    for (float x : p.B)
+      if (!std::isfinite(x)) return false;
+  }
+  return true;
+}
+
 }  // namespace nl

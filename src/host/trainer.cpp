@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "det_rng.h"
@@ -43,6 +44,12 @@ struct Trainer::Impl {
   double elapsed_before_s = 0;
   PrecisionPlan precision;  // the step reads it at every step (StepOptions::precision)
   MemoryPlan memory;        // the step's arena and kept blocks
+  // The divergence guard (trainer.h).
+  GuardState guard;
+  std::optional<TrainState> rollback_point;
+  std::function<void(const GuardEvent&)> guard_listener;
+  bool diverged = false;
+  std::string diverged_reason;
 
   Impl(const Model& m, const Dataset& t, const Dataset* v, const TrainConfig& c, LoraAdapter a)
       : model(m), train(t), valid(v), cfg(c), adapter(std::move(a)),
@@ -126,9 +133,21 @@ void Trainer::resume(const TrainState& st, double elapsed_before_s) {
   LoraAdapter expect = LoraAdapter::init(I.model.config, st.adapter.cfg);
   if (!same_shapes(st.adapter, expect) || !same_shapes(st.adam_m, expect) || !same_shapes(st.adam_v, expect))
     fail("checkpoint", "the saved adapter's shapes do not match this model", "resume with the model it was trained on");
-  if (st.step > total_)
+  if (st.step < 0 || st.step > total_)
     fail("checkpoint", "it is at step " + std::to_string(st.step) + " but this run has only " + std::to_string(total_) +
                            " steps", "resume with the original --iters/--epochs");
+  // Every step, applied or skipped, consumes batch x grad_accum examples; the optimizer counts
+  // only the applied ones.
+  const int64_t per_step = I.cfg.batch * I.cfg.grad_accum;
+  if (st.data_pos != st.step * per_step)
+    fail("checkpoint", "its data position " + std::to_string(st.data_pos) + " does not match its step " +
+                           std::to_string(st.step) + " (" + std::to_string(per_step) + " examples per step)",
+         "the checkpoint is damaged or from other --batch/--grad-accum settings: start a new run in another --out");
+  if (st.adam_t < 0 || st.adam_t > st.step)
+    fail("checkpoint", "its optimizer step count " + std::to_string(st.adam_t) + " is outside 0.." +
+                           std::to_string(st.step), "the checkpoint is damaged: start a new run in another --out");
+  if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
+    fail("checkpoint", "it holds non-finite values", "the checkpoint is damaged: start a new run in another --out");
   I.adapter = st.adapter;
   I.opt = AdamW(I.adapter, I.cfg.adamw);
   I.opt.restore(st.adam_m, st.adam_v, st.adam_t);
@@ -150,6 +169,20 @@ TrainState Trainer::state() const {
 }
 
 int64_t Trainer::steps_done() const { return impl_->steps_done; }
+
+void Trainer::set_guard_listener(std::function<void(const GuardEvent&)> listener) {
+  impl_->guard_listener = std::move(listener);
+}
+void Trainer::set_rollback_point(const TrainState& state) { impl_->rollback_point = state; }
+GuardState Trainer::guard_state() const { return impl_->guard; }
+void Trainer::restore_guard(const GuardState& g) {
+  if (!(g.lr_scale > 0 && g.lr_scale <= 1) || g.rollbacks < 0 || g.bad_in_row < 0 ||
+      g.recent.size() > static_cast<size_t>(DivergenceGuard::kSpikeWindow))
+    fail("checkpoint", "its divergence-guard state is out of range", "the checkpoint is damaged: start a new run in another --out");
+  impl_->guard = g;
+}
+bool Trainer::diverged() const { return impl_->diverged; }
+const std::string& Trainer::diverged_reason() const { return impl_->diverged_reason; }
 
 void Trainer::set_precision(const PrecisionPlan& plan) {
   const int64_t n = impl_->model.config.n_layer;
@@ -178,10 +211,28 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
   return run(on_step, on_val, Boundary{});
 }
 
+namespace {
+// Why a step's loss should not be trusted as a sign of healthy weights: a loss far above the
+// recent trend (DivergenceGuard), or "" when it is fine.
+std::string loss_spike(const DivergenceGuard& g, const std::vector<double>& recent, double loss) {
+  if (g.spike_factor <= 0 || recent.size() < 3) return "";
+  double mean = 0;
+  for (double x : recent) mean += x;
+  mean /= static_cast<double>(recent.size());
+  if (loss > g.spike_factor * mean && loss > mean + 2.0) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "loss spike: %.4g against a recent mean of %.4g", loss, mean);
+    return buf;
+  }
+  return "";
+}
+}  // namespace
+
 LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
                          const std::function<void(const ValReport&)>& on_val, const Boundary& at_boundary) {
   Impl& I = *impl_;
   const TrainConfig& c = I.cfg;
+  const DivergenceGuard& G = c.guard;
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   LrSchedule sched{c.schedule, c.lr, 0.0, c.warmup, total_};
@@ -190,7 +241,37 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
   if (I.valid && on_val && I.steps_done == 0) on_val(validate(I.adapter, 0));
   int64_t& pos = I.data_pos;
   const int64_t first = I.steps_done;
+  if (!I.rollback_point) I.rollback_point = state();
   const std::function<TrainState()> snapshot = [this] { return state(); };
+  // Goes back to the rollback point with a smaller learning rate, or ends the run as diverged
+  // (at the rollback point) when the rollbacks are used up. Returns false when diverged.
+  auto roll_back = [&](int64_t step, const std::string& why) {
+    const TrainState& p = *I.rollback_point;
+    I.adapter = p.adapter;
+    I.opt = AdamW(I.adapter, c.adamw);
+    I.opt.restore(p.adam_m, p.adam_v, p.adam_t);
+    I.steps_done = p.step;
+    pos = p.data_pos;
+    I.guard.bad_in_row = 0;
+    I.guard.recent.clear();
+    GuardEvent e;
+    e.step = step;
+    e.to_step = p.step;
+    if (I.guard.rollbacks >= G.max_rollbacks) {
+      e.kind = GuardEvent::Kind::Diverged;
+      e.lr_scale = I.guard.lr_scale;
+      e.reason = why + " (after " + std::to_string(I.guard.rollbacks) + " rollback(s))";
+      I.diverged = true;
+      I.diverged_reason = e.reason;
+    } else {
+      I.guard.rollbacks++;
+      I.guard.lr_scale *= G.rollback_lr_scale;
+      e.lr_scale = I.guard.lr_scale;
+      e.reason = why;
+    }
+    if (I.guard_listener) I.guard_listener(e);
+    return !I.diverged;
+  };
   for (int64_t s = first; s < total_; ++s) {
     const auto t0 = clock::now();
     const StepTiming timing_before = I.step->total_timing();
@@ -210,14 +291,18 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
       std::fill(p.B.begin(), p.B.end(), 0.0f);
     }
     double loss_sum = 0, norm = 0;
-    const double lr = sched.at(s);
+    const double lr = sched.at(s) * I.guard.lr_scale;
+    std::string skip, rollback;  // why the step is skipped / why the run rolls back
     if (c.method == TrainMethod::Mezo) {
       // Forward-only: `grads` serves as the scratch adapter holding θ ± εz.
       const uint64_t key = mezo_step_key(c.seed, s);
       MezoEstimate e = mezo_estimate(*I.step, micro, I.adapter, grads, key, c.mezo_eps);
-      mezo_update(I.adapter, key, e.projected_grad, lr, c.adamw.weight_decay);
       loss_sum = 0.5 * (e.loss_plus + e.loss_minus) * static_cast<double>(n_sup);
       norm = std::abs(e.projected_grad);
+      if (!std::isfinite(loss_sum)) skip = "non-finite loss";
+      else if (!std::isfinite(norm)) skip = "non-finite projected gradient";
+      else rollback = loss_spike(G, I.guard.recent, loss_sum / static_cast<double>(n_sup));
+      if (skip.empty() && rollback.empty()) mezo_update(I.adapter, key, e.projected_grad, lr, c.adamw.weight_decay);
     } else {
       const float scale = 1.0f / static_cast<float>(n_sup);
       for (size_t k = 0; k < micro.size(); ++k) {
@@ -227,19 +312,37 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
       }
       const auto t_opt = clock::now();
       norm = clip_grad_norm(grads, c.clip);
-      opt.step(I.adapter, grads, lr);
+      if (!std::isfinite(loss_sum)) skip = "non-finite loss";
+      else if (!std::isfinite(norm)) skip = "non-finite gradient";
+      else rollback = loss_spike(G, I.guard.recent, loss_sum / static_cast<double>(n_sup));
+      if (skip.empty() && rollback.empty()) opt.step(I.adapter, grads, lr);
       optimizer_s = std::chrono::duration<double>(clock::now() - t_opt).count();
     }
+    const double loss = loss_sum / static_cast<double>(n_sup);
+    if (skip.empty() && rollback.empty()) {
+      if (!I.adapter.all_finite() || !opt.first_moment().all_finite() || !opt.second_moment().all_finite()) {
+        rollback = "the update left non-finite values in the adapter or the optimizer";
+      } else {
+        I.guard.bad_in_row = 0;
+        I.guard.recent.push_back(loss);
+        if (I.guard.recent.size() > static_cast<size_t>(DivergenceGuard::kSpikeWindow))
+          I.guard.recent.erase(I.guard.recent.begin());
+      }
+    }
+    if (!skip.empty() && ++I.guard.bad_in_row >= G.max_bad_steps)
+      rollback = std::to_string(I.guard.bad_in_row) + " steps in a row skipped (" + skip + ")";
 
     const auto t1 = clock::now();
     StepReport rep;
     rep.step = s + 1;
     rep.total = total_;
-    rep.loss = loss_sum / static_cast<double>(n_sup);
+    rep.loss = loss;
     rep.lr = lr;
     rep.grad_norm = norm;
     rep.tokens = n_tok;
     rep.supervised = n_sup;
+    rep.skipped = !skip.empty() || !rollback.empty();
+    rep.skip_reason = !rollback.empty() ? rollback : skip;
     double dt = std::chrono::duration<double>(t1 - t0).count();
     rep.tokens_per_s = dt > 0 ? static_cast<double>(n_tok) / dt : 0.0;
     // The step's own breakdown; what the trainer did around it (batch packing, zeroing the
@@ -252,9 +355,15 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     rep.arena_bytes = I.step->arena_bytes();
     const double session_s = std::chrono::duration<double>(t1 - t_start).count();
     rep.elapsed_s = I.elapsed_before_s + session_s;
-    rep.eta_s = session_s / static_cast<double>(s + 1 - first) * static_cast<double>(total_ - s - 1);
+    rep.eta_s = session_s / static_cast<double>(std::max<int64_t>(1, s + 1 - first)) *
+                static_cast<double>(total_ - s - 1);
     rep.epoch = I.order.epoch_of(pos - 1);
     if (on_step) on_step(rep);
+    if (!rollback.empty()) {
+      if (!roll_back(s + 1, rollback)) break;
+      s = I.steps_done - 1;  // the loop's ++s continues at the rollback point
+      continue;
+    }
     bool last = s + 1 == total_;
     if (I.valid && on_val && (last || (c.val_every > 0 && (s + 1) % c.val_every == 0)))
       on_val(validate(I.adapter, s + 1));
@@ -269,6 +378,11 @@ std::string step_json(const StepReport& r) {
                       {"epoch", r.epoch},      {"loss", r.loss},         {"lr", r.lr},
                       {"grad_norm", r.grad_norm}, {"tokens", r.tokens},  {"supervised", r.supervised},
                       {"tokens_per_s", r.tokens_per_s}, {"elapsed_s", r.elapsed_s}};
+  // nlohmann::json writes a non-finite number as null: the report shows it as a gap.
+  if (r.skipped) {
+    j["skipped"] = true;
+    j["skip_reason"] = r.skip_reason;
+  }
   // The step-time breakdown (see step_timing.h): host categories sum to step_s; the frozen
   // products' busy times overlap them.
   const StepTiming& t = r.timing;

@@ -4,6 +4,7 @@
 #include "nightlora/train/training_job.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "nightlora/data/data_fingerprint.h"
 #include "nightlora/data/dataset.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
@@ -23,6 +25,8 @@
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/energy.h"
+#include "nightlora/job/exit_codes.h"
+#include "nightlora/job/folder_lock.h"
 #include "nightlora/job/live_thermal_sim.h"
 #include "nightlora/job/pacer.h"
 #include "nightlora/job/priority.h"
@@ -31,6 +35,7 @@
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/strformat.h"
+#include "best_adapter.h"
 #include "precision_setup.h"
 #include "run_record.h"
 
@@ -53,15 +58,19 @@ std::pair<double, double> parse_fake_clock(const std::string& text) {
   return {h * 3600.0 + m * 60.0 + sec, step};
 }
 
-// What must match for a checkpoint to be resumed: everything that shapes the trajectory.
-// Threads are left out (results do not depend on them), as are validation and logging options.
-nlohmann::json run_identity(const TrainingJobOptions& a) {
+// What must match for a checkpoint to be resumed: everything that shapes the trajectory, with
+// the LoRA settings really used (an adapter continued brings its own). Threads are left out
+// (results do not depend on them), as are logging options. The data files count to the byte.
+nlohmann::json run_identity(const TrainingJobOptions& a, const LoraConfig& lora) {
   nlohmann::json cfg = {{"lr", a.lr},           {"schedule", a.schedule},         {"warmup", a.warmup},
                         {"epochs", a.epochs},   {"iters", a.iters},               {"batch", a.batch},
                         {"grad-accum", a.grad_accum}, {"clip", a.clip},           {"seed", a.seed},
-                        {"weight-decay", a.weight_decay}, {"rank", a.rank},       {"alpha", a.alpha},
-                        {"dropout", a.dropout}, {"targets", a.targets},           {"lora-seed", a.lora_seed},
+                        {"weight-decay", a.weight_decay}, {"rank", lora.rank},    {"alpha", lora.alpha},
+                        {"dropout", a.dropout}, {"targets", lora.targets_string()}, {"lora-seed", a.lora_seed},
                         {"seq-len", a.seq_len}, {"train-on", a.train_on},         {"chat-format", a.chat_format},
+                        {"long-examples", a.long_examples}, {"bad-lines", a.bad_lines},
+                        {"max-bad-steps", a.max_bad_steps}, {"spike-factor", a.spike_factor},
+                        {"max-rollbacks", a.max_rollbacks}, {"early-stop", a.early_stop},
                         {"adapter", a.adapter.empty() ? std::string() : fingerprint_path(a.adapter)}};
   // MeZO's direction stream is a pure function of (seed, step), both above; the method and its
   // perturbation size are added only for MeZO runs so first-order checkpoints keep their identity.
@@ -70,7 +79,43 @@ nlohmann::json run_identity(const TrainingJobOptions& a) {
     cfg["mezo-eps"] = a.mezo_eps;
   }
   add_precision_identity(cfg, a);
-  return {{"model", fingerprint_path(a.model)}, {"data", fingerprint_path(a.data)}, {"config", cfg}};
+  nlohmann::json id = {{"model", fingerprint_path(a.model)}, {"data", fingerprint_data_file(a.data)}, {"config", cfg}};
+  // Validation picks the adapter kept and when early stopping ends the run.
+  if (!a.valid.empty()) id["valid"] = fingerprint_data_file(a.valid);
+  return id;
+}
+
+// Options checked before any file is read: refused when they cannot mean what they say,
+// warned about when they are legal but almost certainly not what the user wants.
+void check_options(const TrainingJobOptions& a, TrainingJobOutput& out) {
+  if (!std::isfinite(a.alpha) || a.alpha <= 0)
+    fail("--alpha " + strformat("%g", a.alpha), "the LoRA scale alpha / rank must be positive",
+         "the usual choice is alpha = 2 x rank (16 for rank 8)");
+  if (a.rank < 1) fail("--rank " + std::to_string(a.rank), "must be at least 1");
+  if (!std::isfinite(a.clip) || a.clip < 0)
+    fail("--clip " + strformat("%g", a.clip), "must be 0 (no clipping) or positive", "the default is 1.0");
+  if (!(a.dropout >= 0 && a.dropout < 1)) fail("--dropout " + strformat("%g", a.dropout), "must be in [0, 1)");
+  if (!std::isfinite(a.lr) || a.lr <= 0) fail("--lr " + strformat("%g", a.lr), "the learning rate must be positive");
+  if (!std::isfinite(a.weight_decay) || a.weight_decay < 0)
+    fail("--weight-decay " + strformat("%g", a.weight_decay), "must be 0 or positive");
+  if (a.early_stop < 0) fail("--early-stop " + std::to_string(a.early_stop), "must be 0 (off) or positive");
+  if (a.early_stop > 0 && a.valid.empty())
+    fail("--early-stop", "stops on validation loss, so it needs --valid", "give --valid FILE, or drop --early-stop");
+  if (a.early_stop > 0 && a.val_every <= 0)
+    fail("--early-stop", "counts validations, but without --val-every the run validates only before and after",
+         "add --val-every N");
+  if (a.max_bad_steps < 1) fail("--max-bad-steps " + std::to_string(a.max_bad_steps), "must be at least 1");
+  if (a.max_rollbacks < 0) fail("--max-rollbacks " + std::to_string(a.max_rollbacks), "must be 0 or positive");
+  if (!std::isfinite(a.spike_factor) || (a.spike_factor != 0 && a.spike_factor <= 1))
+    fail("--spike-factor " + strformat("%g", a.spike_factor), "must be 0 (off) or above 1");
+  if (a.lr > 0.1)
+    out.warning(strformat("--lr %g is far above the usual LoRA range (1e-5 to 1e-2); the divergence guard will "
+                          "roll back and halve it if training blows up",
+                          a.lr));
+  else if (a.lr < 1e-7)
+    out.warning(strformat("--lr %g is so small that the adapter will hardly change", a.lr));
+  if (a.clip == 0 && a.method == "first-order")
+    out.warning("--clip 0: no gradient clipping; one bad batch can throw the adapter far off");
 }
 
 // On resume, the log keeps only what the checkpoint covers: steps logged after it (by a
@@ -97,15 +142,51 @@ std::string hms(double s) {
 Dataset load_data(const std::string& path, const Model& m, const DataOptions& opt, const char* what,
                   TrainingJobOutput& out) {
   Dataset ds = load_jsonl_dataset(path, *m.tokenizer, opt);
+  if (ds.byte_order_mark) out.line(strformat("%s: starts with a UTF-8 byte-order mark (ignored)", path.c_str()));
+  if (!ds.ignored_keys.empty())
+    out.line(strformat("%s: ignored key(s) that are not part of the data format: %s", path.c_str(),
+                       ds.describe_ignored_keys().c_str()));
+  if (ds.n_skipped() > 0)
+    out.warning(strformat("%s: %lld left out: %s", path.c_str(), static_cast<long long>(ds.n_skipped()),
+                          ds.describe_skipped().c_str()));
   if (ds.n_truncated > 0)
-    out.warning(strformat("%s: %lld example(s) longer than --seq-len %lld were cut to their first %lld tokens (%lld "
-                          "tokens dropped)",
+    out.warning(strformat("%s: %lld example(s) longer than --seq-len %lld were cut to their first %lld tokens "
+                          "(--long-examples skip leaves them out)",
                           path.c_str(), static_cast<long long>(ds.n_truncated), static_cast<long long>(opt.max_tokens),
-                          static_cast<long long>(opt.max_tokens), static_cast<long long>(ds.n_dropped_tokens)));
-  out.line(strformat("%s: %s, %zu examples (%s), %lld tokens, %lld supervised", what, path.c_str(), ds.examples.size(),
-                     data_format_name(ds.format), static_cast<long long>(ds.n_tokens()),
-                     static_cast<long long>(ds.n_supervised())));
+                          static_cast<long long>(opt.max_tokens)));
+  out.line(strformat("%s: %s, %zu examples (%s%s), %lld tokens, %lld supervised", what, path.c_str(),
+                     ds.examples.size(), ds.mixed_formats ? "mixed formats, first " : "", data_format_name(ds.format),
+                     static_cast<long long>(ds.n_tokens()), static_cast<long long>(ds.n_supervised())));
   return ds;
+}
+
+// The data's counts for run.json: what was trained on and what was left out, and why.
+nlohmann::json data_record(const Dataset& ds) {
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const SkippedLines& s : ds.skipped)
+    skipped.push_back({{"reason", s.reason}, {"count", s.count}, {"first_lines", s.first_lines}});
+  nlohmann::json ignored = nlohmann::json::object();
+  for (const auto& [k, n] : ds.ignored_keys) ignored[k] = n;
+  return {{"examples", ds.examples.size()}, {"tokens", ds.n_tokens()},  {"supervised", ds.n_supervised()},
+          {"truncated", ds.n_truncated},     {"skipped", skipped},        {"ignored_keys", ignored}};
+}
+
+// The divergence guard's state in a checkpoint's progress record, and back.
+nlohmann::json guard_json(const GuardState& g) {
+  return {{"lr_scale", g.lr_scale}, {"rollbacks", g.rollbacks}, {"bad_in_row", g.bad_in_row}, {"recent", g.recent}};
+}
+GuardState guard_from_json(const nlohmann::json& j, const std::string& where) {
+  GuardState g;
+  if (!j.is_object()) return g;  // a checkpoint from before the guard: a fresh guard
+  try {
+    g.lr_scale = j.at("lr_scale").get<double>();
+    g.rollbacks = j.at("rollbacks").get<int>();
+    g.bad_in_row = j.at("bad_in_row").get<int>();
+    g.recent = j.at("recent").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception&) {
+    fail(where, "its divergence-guard record is damaged", "start a new run in another --out");
+  }
+  return g;
 }
 
 bool is_temp_file_or_cmd(const std::string& s) { return s.rfind("file:", 0) == 0 || s.rfind("cmd:", 0) == 0; }
@@ -119,7 +200,10 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   DataOptions dopt;
   dopt.train_on = parse_train_on(a.train_on);
   dopt.max_tokens = a.seq_len;
+  dopt.long_examples = parse_long_examples(a.long_examples);
+  dopt.bad_lines = parse_bad_lines(a.bad_lines);
   if (!a.chat_format.empty()) dopt.chat_format = parse_chat_format(a.chat_format);
+  check_options(a, out);
   LoraConfig lc;
   lc.rank = a.rank;
   lc.alpha = a.alpha;
@@ -142,6 +226,9 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   tc.adamw.weight_decay = a.weight_decay;
   tc.method = parse_train_method(a.method);
   tc.mezo_eps = a.mezo_eps;
+  tc.guard.max_bad_steps = a.max_bad_steps;
+  tc.guard.spike_factor = a.spike_factor;
+  tc.guard.max_rollbacks = a.max_rollbacks;
   check_precision_options(a);
   std::optional<LiveSimSpec> sim_spec;
   if (is_sim_source(a.temp_source)) sim_spec = parse_sim_source(a.temp_source);
@@ -155,6 +242,11 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   std::error_code ec;
   if (fs::exists(a.out, ec) && !fs::is_directory(a.out, ec))
     fail(a.out, "--out exists and is not a folder", "give a folder for the adapter and log");
+  // One trainer per folder. An existing folder is locked before anything is loaded, so a
+  // second `train` on it refuses at once; a new one is created (and locked) only once the
+  // inputs are known to be good, so a bad input leaves nothing behind.
+  std::unique_ptr<FolderLock> lock;
+  if (fs::is_directory(a.out, ec)) lock = std::make_unique<FolderLock>(a.out, "training run", a.wait_lock);
 
   std::unique_ptr<Model> model = Model::load(a.model);
   if (!model->tokenizer) fail(a.model, "the model has no tokenizer", "training reads text, so the model needs one");
@@ -170,6 +262,20 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   if (!a.adapter.empty()) {
     adapter = load_adapter(a.adapter, *model);
     adapter.cfg.dropout = a.dropout;
+    // Explicit LoRA settings that differ from the adapter's would be silently ignored.
+    std::string differ;
+    if (a.rank_given && a.rank != adapter.cfg.rank)
+      differ += strformat(" --rank %lld (the adapter's is %lld);", static_cast<long long>(a.rank),
+                          static_cast<long long>(adapter.cfg.rank));
+    if (a.alpha_given && a.alpha != adapter.cfg.alpha)
+      differ += strformat(" --alpha %g (the adapter's is %g);", a.alpha, adapter.cfg.alpha);
+    if (a.targets_given && lc.targets != adapter.cfg.targets)
+      differ += " --targets " + lc.targets_string() + " (the adapter's are " + adapter.cfg.targets_string() + ");";
+    if (!differ.empty()) {
+      differ.pop_back();
+      fail(a.adapter, "continuing this adapter keeps its own LoRA settings, but" + differ,
+           "drop those options (or give the adapter's values), or train a new adapter without --adapter");
+    }
     out.line("continuing from " + a.adapter + " (its rank, alpha and targets apply)");
   } else {
     adapter = LoraAdapter::init(mc, lc);
@@ -179,8 +285,11 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
                      adapter.cfg.targets_string().c_str(), static_cast<long long>(adapter.n_params())));
 
   const std::optional<PrecisionPlan> plan_file = read_precision_file(a, mc.n_layer);
-  const nlohmann::json identity = run_identity(a);
+  const nlohmann::json identity = run_identity(a, adapter.cfg);
   Trainer trainer(*model, train, valid.get(), tc, std::move(adapter));
+  if (a.warmup > trainer.total_steps())
+    out.warning(strformat("--warmup %lld is longer than the run's %lld steps: the learning rate never reaches --lr",
+                          static_cast<long long>(a.warmup), static_cast<long long>(trainer.total_steps())));
   out.line(strformat("training (%s): %lld steps (%lld per epoch), batch %lld x %lld accumulated, lr %g %s, warmup %lld",
                      train_method_name(tc.method), static_cast<long long>(trainer.total_steps()),
                      static_cast<long long>(trainer.steps_per_epoch()), static_cast<long long>(a.batch),
@@ -190,9 +299,12 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   // Inputs are valid: from here on the folder is written.
   fs::create_directories(a.out, ec);
   if (ec) fail(a.out, "cannot create the output folder: " + ec.message());
+  if (!lock) lock = std::make_unique<FolderLock>(a.out, "training run", a.wait_lock);
   const fs::path log_path = fs::path(a.out) / "log.jsonl";
   CheckpointStore store((fs::path(a.out) / "checkpoints").string(), a.keep);
   std::optional<LoadedCheckpoint> loaded = store.load_latest();
+  BestAdapter best(a.out);
+  bool early_stopped = false;  // a run that stopped early is finished: a re-run only rewrites its files
   int64_t tokens_before = 0;
   double elapsed_before = 0;
   std::optional<PrecisionPlan> stored_plan;
@@ -200,16 +312,26 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     for (const std::string& s : loaded->skipped) out.warning("damaged checkpoint skipped: " + s);
     Checkpoint ck = decode_checkpoint(loaded->payload, loaded->path);
     check_identity(ck.meta.identity, identity, loaded->path);
-    elapsed_before = ck.meta.progress.value("elapsed_s", 0.0);
+    const nlohmann::json& progress = ck.meta.progress;
+    auto number = [&](const char* key) {
+      const auto it = progress.find(key);
+      return it != progress.end() && it->is_number() ? it->get<double>() : 0.0;
+    };
+    elapsed_before = number("elapsed_s");
     trainer.resume(ck.state, elapsed_before);
+    trainer.restore_guard(guard_from_json(progress.value("guard", nlohmann::json()), loaded->path));
+    best.restore(progress.value("best", nlohmann::json::object()), loaded->path);
+    early_stopped = progress.value("early_stopped", nlohmann::json(false)) == true;
     stored_plan = ck.precision;
-    tokens_before = ck.meta.progress.value("tokens", int64_t{0});
+    tokens_before = static_cast<int64_t>(number("tokens"));
     out.line(strformat("resuming from %s: step %lld/%lld", loaded->path.c_str(), static_cast<long long>(ck.state.step),
                        static_cast<long long>(trainer.total_steps())));
     trim_log(log_path, ck.state.step);
   } else if (a.resume) {
     fail(store.dir(), "--resume was given but there is no checkpoint to resume from",
          "run without --resume to start a new run in this folder");
+  } else {
+    best.restore(nlohmann::json::object(), a.out);  // a new run: no best from an abandoned start
   }
   setup_precision(trainer, a, loaded ? stored_plan : plan_file, loaded.has_value(), mc.n_layer, out);
   std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
@@ -223,12 +345,18 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   int64_t tokens_total = tokens_before;
   int64_t last_saved = trainer.steps_done();
   auto save = [&](const TrainState& st) {
+    // The guard keeps the state finite; this makes sure no file ever says otherwise.
+    if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
+      fail(store.dir(), "refusing to write a checkpoint with non-finite values (a bug: please report it)");
     Checkpoint ck;
     ck.meta.identity = identity;
-    ck.meta.progress = {{"elapsed_s", elapsed_s}, {"tokens", tokens_total}};
+    ck.meta.progress = {{"elapsed_s", elapsed_s},  {"tokens", tokens_total}, {"guard", guard_json(trainer.guard_state())},
+                        {"best", best.to_json()}, {"early_stopped", early_stopped}};
     ck.state = st;
     ck.precision = trainer.precision();
     store.save(st.step, encode_checkpoint(ck));
+    trainer.set_rollback_point(st);
+    best.prune();
     last_saved = st.step;
   };
 
@@ -276,14 +404,30 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     log.flush();
     out.step_status(strformat("step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
                               static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss, r.lr,
-                              r.grad_norm, tokens_per_s, hms(elapsed_s).c_str(), hms(r.eta_s).c_str()));
+                              r.grad_norm, tokens_per_s, hms(elapsed_s).c_str(), hms(r.eta_s).c_str()) +
+                    (r.skipped ? "  NOT APPLIED: " + r.skip_reason : std::string()));
   };
   auto on_val = [&](const ValReport& r) {
     log << val_json(r) << "\n";
     log.flush();
-    out.line(strformat("val step %lld: loss %.4f (%lld tokens)", static_cast<long long>(r.step), r.loss,
-                       static_cast<long long>(r.supervised)));
+    const bool improved = best.consider(r.step, r.loss, trainer.state().adapter, *model);
+    out.line(strformat("val step %lld: loss %.4f (%lld tokens)%s", static_cast<long long>(r.step), r.loss,
+                       static_cast<long long>(r.supervised), improved ? ", best so far" : ""));
   };
+  int64_t diverged_at = 0;  // the step that ended the run as diverged
+  trainer.set_guard_listener([&](const GuardEvent& e) {
+    nlohmann::json row;
+    if (e.kind == GuardEvent::Kind::Rollback) {
+      row = {{"type", "rollback"}, {"step", e.step}, {"to_step", e.to_step}, {"lr_scale", e.lr_scale}, {"reason", e.reason}};
+      out.warning(strformat("step %lld: %s: rolled back to step %lld, learning rate now x%g", static_cast<long long>(e.step),
+                            e.reason.c_str(), static_cast<long long>(e.to_step), e.lr_scale));
+    } else {
+      row = {{"type", "diverged"}, {"step", e.step}, {"reason", e.reason}};
+      diverged_at = e.step;
+    }
+    log << row.dump() << "\n";
+    log.flush();
+  });
   StopSignals stop;
   // Background mode: idle priority, and a gate asked before every step.
   std::unique_ptr<Clock> gate_clock;
@@ -374,7 +518,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     log.flush();
     pacer->before_step();
   };
-  auto signal_name = [&] { return stop.signal() == SIGINT ? "SIGINT" : "SIGTERM"; };
+  auto signal_name = [&] { return stop.signal() == SIGINT ? "SIGINT" : stop.signal() == SIGHUP ? "SIGHUP" : "SIGTERM"; };
   using clock = std::chrono::steady_clock;
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
@@ -383,7 +527,12 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     if (done < trainer.total_steps()) pace(done);
     if (fake_clock) fake_clock->advance(fake_step_s);
     if (stop.requested()) stop_reason = signal_name();
-    else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
+    else if (a.early_stop > 0 && best.evals_since() >= a.early_stop && done < trainer.total_steps()) {
+      early_stopped = true;
+      stop_reason = strformat("early stop: %lld validations without improvement", static_cast<long long>(a.early_stop));
+      log << nlohmann::json({{"type", "early_stop"}, {"step", done}, {"reason", stop_reason}}).dump() << "\n";
+      log.flush();
+    } else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
     else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop.requested())
       stop_reason = signal_name();
     const bool by_steps = a.save_every > 0 && done % a.save_every == 0;
@@ -424,7 +573,12 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     if (a.max_energy > 0) bg["max_energy_j"] = a.max_energy;
     rec["background"] = bg;
   }
+  rec["data_counts"] = {{"train", data_record(train)}};
+  if (valid) rec["data_counts"]["valid"] = data_record(*valid);
   record.start_session(trainer.steps_done());
+  log << nlohmann::json({{"type", "session"}, {"step", trainer.steps_done()}, {"resumed", loaded.has_value()}}).dump()
+      << "\n";
+  log.flush();
 
   TrainingJobResult result;
   result.total_steps = trainer.total_steps();
@@ -435,13 +589,27 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   // run record's writes) are not charged. (Charged from before the setup, a 0.35 s budget
   // was once used up before the first step, in a test under the load of the whole suite.)
   session_start = SystemClock().now_s();
-  if (trainer.finished() || gate_allows(initial, stop_reason)) {
+  if (early_stopped) {
+    trained = trainer.state().adapter;  // stopped early in an earlier session: only the files are rewritten
+  } else if (trainer.finished() || gate_allows(initial, stop_reason)) {
     trained = trainer.run(on_step, on_val, at_boundary);
   } else if (trainer.steps_done() != last_saved || store.list().empty()) {
     save(trainer.state());
   }
   result.step = trainer.steps_done();
-  if (!trainer.finished()) {
+  if (trainer.diverged()) {
+    // The last checkpoint holds the state the run went back to; nothing else is written.
+    out.line(strformat("diverged at step %lld: %s. No adapter was written; the last checkpoint (step %lld) is kept. "
+                       "Try a smaller --lr (this run used %g%s), keep --clip on, and check the data for broken "
+                       "examples.",
+                       static_cast<long long>(diverged_at), trainer.diverged_reason().c_str(),
+                       static_cast<long long>(trainer.steps_done()), a.lr, a.clip > 0 ? "" : ", with --clip 0"));
+    record.end_session("diverged: " + trainer.diverged_reason(), trainer.steps_done());
+    result.diverged = true;
+    result.stop_reason = "diverged: " + trainer.diverged_reason();
+    return result;
+  }
+  if (!trainer.finished() && !early_stopped) {
     out.line(strformat("stopped at step %lld/%lld (%s); checkpoint saved in %s: run the same command again to continue",
                        static_cast<long long>(trainer.steps_done()), static_cast<long long>(trainer.total_steps()),
                        stop_reason.c_str(), store.dir().c_str()));
@@ -454,14 +622,39 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   // finished job finds it and only rewrites the adapter files.
   if (last_saved != trainer.steps_done()) save(trainer.state());
 
+  // With a validation set, the adapter kept is the best-validated one (often the last).
+  std::string why;
+  result.kept_step = trainer.steps_done();
+  if (best.has()) {
+    trained = best.adapter(*model);
+    result.kept_step = best.step();
+    result.kept_val_loss = best.val_loss();
+    why = strformat("the best validation loss, %.4f", best.val_loss());
+    rec["kept_adapter"] = {{"step", best.step()}, {"val_loss", best.val_loss()}, {"why", why}};
+  } else {
+    why = valid ? "no finite validation loss to choose by" : "the last step's (no --valid to choose by)";
+    rec["kept_adapter"] = {{"step", result.kept_step}, {"why", why}};
+  }
+  if (!trained.all_finite())
+    fail(a.out, "refusing to write an adapter with non-finite values (a bug: please report it)");
   save_adapter_peft(trained, *model, a.out);
   const fs::path gguf_path = fs::path(a.out) / "adapter.gguf";
   save_adapter_gguf(trained, *model, gguf_path.string());
   out.line("saved: " + a.out + " (PEFT: adapter_model.safetensors + adapter_config.json) and " + gguf_path.string());
+  out.line(strformat("kept the adapter of step %lld: %s", static_cast<long long>(result.kept_step), why.c_str()) +
+           (early_stopped ? " (" + stop_reason + ")" : std::string()));
   rec["adapter"] = {{"peft", a.out}, {"gguf", gguf_path.string()}};
-  record.end_session("finished", trainer.steps_done());
+  record.end_session(early_stopped ? "finished (early stop)" : "finished", trainer.steps_done());
   result.finished = true;
+  result.early_stopped = early_stopped;
   return result;
+}
+
+int exit_code_of(const TrainingJobResult& r) {
+  if (r.finished) return exit_code::kFinished;
+  if (r.diverged) return exit_code::kDiverged;
+  if (r.signal != 0) return exit_code::signal_code(r.signal);
+  return exit_code::kStopped;
 }
 
 }  // namespace nl

@@ -40,7 +40,10 @@ TEST(TrainCli, LearnsTheNewCharacterOnStories260K) {
 
   std::vector<json> log = read_log(out / "log.jsonl");
   std::vector<json> train, val;
-  for (const auto& row : log) (row["type"] == "train" ? train : val).push_back(row);
+  for (const auto& row : log) {
+    if (row["type"] == "train") train.push_back(row);
+    if (row["type"] == "val") val.push_back(row);
+  }
   ASSERT_EQ(train.size(), 24u);
   for (const char* k : {"step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "elapsed_s"})
     EXPECT_TRUE(train[0].contains(k)) << k;
@@ -83,7 +86,7 @@ TEST(TrainCli, BadInputsFailCleanlyAndWriteNothing) {
   nltest::write_text(td / "malformed.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"no end}\n");
   nltest::write_text(td / "empty.jsonl", "\n\n");
   nltest::write_text(td / "nosup.jsonl", "{\"prompt\": \"Once upon a time there was\", \"completion\": \" a dog\"}\n");
-  nltest::write_text(td / "mixed.jsonl", "{\"text\": \"a b\"}\n{\"prompt\": \"a\", \"completion\": \"b\"}\n");
+  nltest::write_text(td / "twoformats.jsonl", "{\"text\": \"a b\", \"prompt\": \"a\", \"completion\": \"b\"}\n");
 
   // An adapter for a different model: save one for a model of other shapes.
   nl::Model other;
@@ -101,10 +104,10 @@ TEST(TrainCli, BadInputsFailCleanlyAndWriteNothing) {
   struct Case {
     std::string data, extra, expect;
   } cases[] = {
-      {"malformed.jsonl", "", "malformed.jsonl:2: malformed JSON"},
+      {"malformed.jsonl", " --bad-lines error", "malformed.jsonl:2: malformed JSON"},
       {"empty.jsonl", "", "empty"},
       {"nosup.jsonl", " --seq-len 4", "no token to train on"},
-      {"mixed.jsonl", "", "one format"},
+      {"twoformats.jsonl", "", "nothing left to train on: 1 line with the keys of two formats (line 1)"},
       {"good.jsonl", " --targets q,x", "unknown projection 'x'"},
       {"good.jsonl", " --rank 40", "rank is larger than a dimension"},
       {"good.jsonl", " --rank 5000", "rank above 4096 is not supported"},
@@ -158,7 +161,9 @@ TEST(TrainCli, MessagesOnASyntheticQwenModel) {
   ASSERT_EQ(cut.rc, 0) << cut.err;
   EXPECT_NE(cut.err.find("1 example(s) longer than --seq-len 8 were cut to their first 8 tokens"), std::string::npos)
       << cut.err;
-  std::vector<json> log = read_log(td / "run/log.jsonl");
+  std::vector<json> log;
+  for (const json& row : read_log(td / "run/log.jsonl"))
+    if (row["type"] == "train") log.push_back(row);
   ASSERT_EQ(log.size(), 4u);
   EXPECT_LT(log.back()["loss"].get<double>(), log.front()["loss"].get<double>());
   const std::string gen = "generate --model " + shq(model.string()) + " --prompt-ids '1 2 3' --print-ids --temp 0 -n 12";

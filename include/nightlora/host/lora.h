@@ -46,6 +46,8 @@ struct LoraAdapter {
   // Same shapes, all zeros (for gradients and optimizer moments).
   LoraAdapter zeros_like() const;
   int64_t n_params() const;
+  // Every value of A and B is finite (no NaN, no infinity).
+  bool all_finite() const;
 };
 
 // (in, out) of a projection for this model.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nightlora/data/dataset.h"
 #include "nightlora/host/checkpoint.h"
@@ -24,6 +25,43 @@
 #include "nightlora/modelio/model.h"
 
 namespace nl {
+
+// The divergence guard. A step whose loss or gradient (MeZO: projected gradient) is not finite
+// is never applied: it is skipped (its data is consumed, the schedule moves on). The run rolls
+// back to its rollback point (the last checkpoint the job saved, or where run() started) with
+// the learning rate multiplied by rollback_lr_scale when
+//   - max_bad_steps steps in a row were skipped,
+//   - a loss spikes far above the recent trend (the weights that made it are already bad):
+//     more than spike_factor times the mean of the last kSpikeWindow applied steps' losses and
+//     more than 2 nats above it, once 3 steps have been applied, or
+//   - an applied update left a non-finite value in the adapter or the optimizer moments.
+// After max_rollbacks rollbacks the next trigger ends the run as diverged, at its rollback
+// point (so the state held is always finite).
+struct DivergenceGuard {
+  static constexpr int kSpikeWindow = 10;
+  int max_bad_steps = 3;
+  double spike_factor = 4.0;  // 0: no spike detection
+  int max_rollbacks = 3;
+  double rollback_lr_scale = 0.5;
+};
+
+// The guard's state: part of a resumable run (a checkpoint stores it; see Trainer::guard_state).
+struct GuardState {
+  double lr_scale = 1.0;          // product of the rollbacks' scales so far
+  int rollbacks = 0;
+  int bad_in_row = 0;             // skipped steps since the last applied one
+  std::vector<double> recent;     // losses of the last applied steps (at most kSpikeWindow)
+};
+
+// What the guard did, for the log.
+struct GuardEvent {
+  enum class Kind { Rollback, Diverged };
+  Kind kind = Kind::Rollback;
+  int64_t step = 0;     // the step that triggered it (1-based)
+  int64_t to_step = 0;  // rollback: the step the run went back to (and diverged: where it stopped)
+  double lr_scale = 1;  // rollback: the learning-rate factor from now on
+  std::string reason;
+};
 
 struct TrainConfig {
   AdamWOptions adamw;
@@ -49,6 +87,7 @@ struct TrainConfig {
   // first-order does, ignores clip (there is no gradient vector to clip) and needs dropout 0.
   TrainMethod method = TrainMethod::FirstOrder;
   double mezo_eps = 1e-3;
+  DivergenceGuard guard;
 };
 
 struct StepReport {
@@ -63,6 +102,8 @@ struct StepReport {
   double elapsed_s = 0;     // since the start of training
   double eta_s = 0;
   int64_t epoch = 0;        // 0-based epoch of the step's last example
+  bool skipped = false;     // the divergence guard refused the step (loss/grad_norm may be non-finite)
+  std::string skip_reason;
   StepTiming timing;        // the step's breakdown (wall_s: the whole optimizer step)
   size_t peak_rss_bytes = 0;  // of the process so far
   size_t arena_bytes = 0;     // the step's memory plan
@@ -111,6 +152,17 @@ class Trainer {
 
   // Validation loss of `adapter` (no dropout, no gradients). Requires a validation set.
   ValReport validate(const LoraAdapter& adapter, int64_t step);
+
+  // The divergence guard (DivergenceGuard above). Events go to `listener` as they happen.
+  void set_guard_listener(std::function<void(const GuardEvent&)> listener);
+  // The state a rollback returns to; run() starts with the state it starts from. The job sets
+  // it to each checkpoint it saves.
+  void set_rollback_point(const TrainState& state);
+  GuardState guard_state() const;
+  void restore_guard(const GuardState& g);  // with resume(), from the checkpoint
+  // The run ended as diverged (run() returned early; the state is the rollback point's).
+  bool diverged() const;
+  const std::string& diverged_reason() const;
 
   // The precision plan of the training steps (every product f32 until set; validation always
   // runs f32). Throws nl::Error when the plan is for another layer count.

@@ -8,8 +8,16 @@
 //
 // Running the same options again on the same folder continues from the newest good
 // checkpoint and ends with the same bytes as a run that was never interrupted. Checkpoints
-// are written every save_every steps, every save_every_sec seconds, on SIGINT/SIGTERM, when
-// background conditions make the job wait, and at the end.
+// are written every save_every steps, every save_every_sec seconds, on SIGINT/SIGTERM/SIGHUP,
+// when background conditions make the job wait, and at the end. One process at a time: the
+// job holds an exclusive lock on OUT/.lock (nl::FolderLock) while it runs.
+//
+// Unattended runs: the divergence guard (DivergenceGuard in host/trainer.h) never applies a
+// non-finite step, rolls back with a halved learning rate, and ends a hopeless run as diverged
+// without writing an adapter; no file the job writes ever holds a non-finite value. With a
+// validation set the adapter written at the end is the one with the best validation loss
+// (OUT/best/ keeps it across restarts), and early_stop ends the run after that many
+// validations without improvement.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,6 +30,9 @@ struct TrainingJobOptions {
   std::string model, data, valid, out, adapter;
   int64_t rank = 8;
   float alpha = 16.0f;
+  // Whether rank, alpha and targets were given explicitly: continuing an adapter refuses
+  // explicit values that differ from the adapter's own (its values apply otherwise).
+  bool rank_given = false, alpha_given = false, targets_given = false;
   float dropout = 0.0f;
   std::string targets = "q,k,v,o,gate,up,down";
   uint64_t lora_seed = 0;
@@ -40,7 +51,15 @@ struct TrainingJobOptions {
   std::string max_memory;      // memory budget of the step's plan ("" = keep only the last block)
   std::string train_on = "completion";
   std::string chat_format;
+  std::string long_examples = "truncate";  // truncate, skip or error (dataset.h)
+  std::string bad_lines = "skip";          // skip or error (dataset.h)
   int64_t val_every = 0;
+  int64_t early_stop = 0;  // stop after N validations without improvement (needs valid); 0: off
+  // The divergence guard (host/trainer.h DivergenceGuard).
+  int max_bad_steps = 3;
+  double spike_factor = 4.0;
+  int max_rollbacks = 3;
+  double wait_lock = 0;  // seconds to wait for another process's lock on out (< 0: forever)
   double weight_decay = 0.0;
   double clip = 1.0;
   std::string method = "first-order";  // or "mezo" (forward-only)
@@ -92,12 +111,20 @@ class TrainingJobOutput {
 };
 
 struct TrainingJobResult {
-  bool finished = false;    // every step done and the adapter written
-  std::string stop_reason;  // when not finished: "SIGINT", "SIGTERM", "--max-steps reached", a budget, ...
-  int signal = 0;           // SIGINT or SIGTERM when one stopped the run, else 0
+  bool finished = false;    // the adapter is written (every step done, or stopped early)
+  bool early_stopped = false;  // finished by early_stop before the last step
+  bool diverged = false;    // the divergence guard gave up: no adapter was written
+  std::string stop_reason;  // when not finished: "SIGINT", "--max-steps reached", a budget, the divergence, ...
+  int signal = 0;           // SIGINT, SIGTERM or SIGHUP when one stopped the run, else 0
   int64_t step = 0;         // steps done (of total_steps)
   int64_t total_steps = 0;
+  int64_t kept_step = -1;   // the step of the adapter written (best validation or last)
+  double kept_val_loss = 0; // its validation loss, when there was a validation set
 };
+
+// The process exit code for a result (job/exit_codes.h): finished 0, diverged 3, stopped by a
+// signal 128+N, otherwise stopped and resumable 75.
+int exit_code_of(const TrainingJobResult& r);
 
 // Runs (or continues) the job until it finishes, a signal or a condition stops it (with a
 // checkpoint), or an error (nl::Error, nothing lost: checkpoints are written atomically).
