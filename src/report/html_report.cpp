@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -142,9 +143,9 @@ std::string panel(const LineChart& c, const std::string& note, const std::string
   return chart_card(render_line_chart(c), note);
 }
 
-// A training figure as the run's history has it: steps redone later (rollback, resume) and
-// skipped steps are not part of it.
-double history_value(const TrainRow& r, double v) { return r.superseded || r.skipped ? NAN : v; }
+// A training figure of a step of the run's history: a skipped step's was refused (a gap, and
+// a cross on the axis), and steps redone later (rollback, resume) are not part of it.
+double applied_value(const TrainRow& r, double v) { return r.skipped || r.superseded ? NAN : v; }
 
 // "2.31 (step 57; the last 3 steps were non-finite or skipped" (the caller closes the brackets).
 std::string last_finite_text(const LastFinite& f, const std::string& row) {
@@ -161,6 +162,12 @@ std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
   const ChartMaker mk{run, opt.x};
   const nlohmann::json& rec = run.record.is_object() ? run.record : nlohmann::json::object();
   const std::vector<TrainRow>& tr = run.train;
+  // The rows of the run's history line. Over steps, without the steps redone later, so the
+  // line joins the step before a rollback to the first step redone; over time, all of them
+  // (the abandoned stretch a gap, drawn apart), so no line crosses the time they took.
+  std::vector<TrainRow> history;
+  std::copy_if(tr.begin(), tr.end(), std::back_inserter(history),
+               [&](const TrainRow& r) { return opt.x == XAxis::Time || !r.superseded; });
 
   // Totals.
   int64_t tokens = 0;
@@ -331,9 +338,7 @@ std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
     } else {
       h << "<table class=\"events\" id=\"events\">\n<tr><th>step</th><th>wall time</th><th>what</th><th>reason</th></tr>\n";
       for (const EventRow& e : events)
-        h << "<tr><td class=\"num\">" << (e.last_step > e.step ? std::to_string(e.step) + "–" + std::to_string(e.last_step)
-                                                                 : std::to_string(e.step))
-          << "</td><td class=\"num\">" << esc(format_seconds(e.t, 1e-3)) << "</td><td>" << esc(e.what) << "</td><td>"
+        h << "<tr><td class=\"num\">" << e.steps() << "</td><td class=\"num\">" << esc(format_seconds(e.t, 1e-3)) << "</td><td>" << esc(e.what) << "</td><td>"
           << esc(e.reason) << "</td></tr>\n";
       h << "</table>\n";
     }
@@ -343,8 +348,8 @@ std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
   // resume) faded; non-finite and skipped steps as gaps with a cross on the x axis.
   {
     LineChart c = mk.chart("chart-loss", "Loss", "mean NLL per supervised token");
-    c.series = {mk.series("training loss", kColors[0], SeriesStyle::Line, tr,
-                          [](const TrainRow& r) { return history_value(r, r.loss); }),
+    c.series = {mk.series("training loss", kColors[0], SeriesStyle::Line, history,
+                          [](const TrainRow& r) { return applied_value(r, r.loss); }),
                 mk.series("validation loss", kColors[3], SeriesStyle::Points, run.val,
                           [](const ValRow& r) { return r.loss; })};
     if (std::any_of(tr.begin(), tr.end(), [](const TrainRow& r) { return r.superseded; }))
@@ -366,8 +371,8 @@ std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
     h << "<h2>Learning rate and gradient norm</h2>\n"
       << panel(lr, "", "not in this run's log (written by trainers since the learning rate was logged per step).");
     LineChart g = mk.chart("chart-gradnorm", "Gradient norm (before clipping)", "global L2 norm", true);
-    g.series = {mk.series("gradient norm", kColors[4], SeriesStyle::Line, tr,
-                          [](const TrainRow& r) { return history_value(r, r.grad_norm); })};
+    g.series = {mk.series("gradient norm", kColors[4], SeriesStyle::Line, history,
+                          [](const TrainRow& r) { return applied_value(r, r.grad_norm); })};
     if (rec.contains("config") && rec["config"].is_object() && rec["config"].contains("clip") &&
         rec["config"]["clip"].is_number() && rec["config"]["clip"].get<double>() > 0)
       g.references.push_back({rec["config"]["clip"].get<double>(), "clipped above", "#7f8c8d"});

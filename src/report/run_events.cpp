@@ -27,11 +27,11 @@ std::string bad_step_what(const TrainRow& r) {
   return "";
 }
 
-std::string steps_text(int64_t first, int64_t last) {
-  return first == last ? std::to_string(first) : std::to_string(first) + "–" + std::to_string(last);
-}
-
 }  // namespace
+
+std::string EventRow::steps() const {
+  return last_step == step ? std::to_string(step) : std::to_string(step) + "–" + std::to_string(last_step);
+}
 
 std::vector<EventRow> event_rows(const RunLog& run) {
   std::vector<EventRow> rows;

@@ -121,6 +121,11 @@ std::string render_line_chart(const LineChart& c) {
   std::vector<LegendItem> legend;
   for (const ReferenceLine& r : c.references)
     legend.push_back({r.label, r.color, Swatch::Dashed, 7.0 * static_cast<double>(r.label.size()) + 30});
+  for (const ChartSeries& s : c.series) {
+    const bool empty = std::none_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); });
+    const std::string label = s.name + (empty ? " (no data)" : "");
+    legend.push_back({label, s.color, Swatch::Box, 7.0 * static_cast<double>(label.size()) + 26});
+  }
   for (const XMarker& m : c.markers) {
     if (!std::isfinite(m.x) || std::any_of(legend.begin(), legend.end(), [&](const LegendItem& it) {
           return it.swatch >= Swatch::Vertical && it.label == m.kind;
@@ -128,11 +133,6 @@ std::string render_line_chart(const LineChart& c) {
       continue;
     legend.push_back({m.kind, m.color, m.style == MarkerStyle::Line ? Swatch::Vertical : Swatch::Cross,
                       7.0 * static_cast<double>(m.kind.size()) + 26});
-  }
-  for (const ChartSeries& s : c.series) {
-    const bool empty = std::none_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); });
-    const std::string label = s.name + (empty ? " (no data)" : "");
-    legend.push_back({label, s.color, Swatch::Box, 7.0 * static_cast<double>(label.size()) + 26});
   }
   double legend_w = 0;
   for (const LegendItem& it : legend) legend_w += it.width;

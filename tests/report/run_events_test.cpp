@@ -218,11 +218,14 @@ TEST(RunEvents, XStepsPutsStepsOnEveryChartsAxis) {
     EXPECT_EQ(ss.find("class=\"xtick\">0.5<"), std::string::npos) << id;
     EXPECT_EQ(ss.find("class=\"xtick\">4<"), std::string::npos) << id;
   }
-  // On the step axis the redone step 2 starts a new stretch of the line (it goes back);
-  // on the time axis the run's history is one stretch.
-  EXPECT_EQ(count_of(path_of(svg_of(t, "chart-loss"), "training loss"), "M"), 1u);
-  EXPECT_EQ(count_of(path_of(svg_of(s, "chart-loss"), "training loss"), "M"), 2u)
-      << path_of(svg_of(s, "chart-loss"), "training loss");
+  // The rollback at step 2 (100 s) sits where its x says: the plot runs from x = 74 to 1022
+  // (948 px) over 0-120 s, or over steps 0-3.
+  EXPECT_NE(svg_of(t, "chart-loss").find("data-marker=\"rollback\" x1=\"864.0\""), std::string::npos);  // 100/120
+  EXPECT_NE(svg_of(s, "chart-loss").find("data-marker=\"rollback\" x1=\"706.0\""), std::string::npos);  // 2/3
+  // The training loss over steps joins step 1 to the redone step 2 (one stretch); over time
+  // the abandoned step 2 is a gap in it (no line across the time it took).
+  EXPECT_EQ(count_of(path_of(svg_of(s, "chart-loss"), "training loss"), "M"), 1u);
+  EXPECT_EQ(count_of(path_of(svg_of(t, "chart-loss"), "training loss"), "M"), 2u);
   EXPECT_NE(s.find("x axis is the training step"), std::string::npos);
 
   auto bad = nltest::run_cli("report " + nltest::shq(dir) + " --x epochs");

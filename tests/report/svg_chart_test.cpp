@@ -79,7 +79,7 @@ TEST(SvgChart, MarkersAreDrawnAndListedAndALineBreaksWhereXGoesBack) {
   c.title = "Loss";
   c.x_whole = true;
   // Steps 1-4, then 3-5 again (a rollback to step 2).
-  c.series = {{"loss", "#123456", nl::SeriesStyle::Line, {1, 2, 3, 4, 3, 4, 5}, {3, 2.9, 2.8, NAN, 2.85, 2.7, 2.6}}};
+  c.series = {{"loss", "#123456", nl::SeriesStyle::Line, {1, 2, 3, 4, 3, 4, 5}, {3, 2.9, 2.8, 2.75, 2.85, 2.7, 2.6}}};
   c.markers = {{4, "rollback", "#8e44ad", nl::MarkerStyle::Line, "rollback to 2", "step 4 went bad"},
                {4, "non-finite / skipped step", "#d62728", nl::MarkerStyle::Cross, "", "step 4: loss not finite"},
                {7, "diverged", "#c0392b", nl::MarkerStyle::Line, "diverged", ""}};
@@ -87,8 +87,8 @@ TEST(SvgChart, MarkersAreDrawnAndListedAndALineBreaksWhereXGoesBack) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(svg, m, std::regex("data-series=\"loss\" d=\"([^\"]*)\"")));
   const std::string line = m[1].str();
-  EXPECT_EQ(std::count(line.begin(), line.end(), 'M'), 2) << line;  // 1-3, then 3-5
-  EXPECT_EQ(std::count(line.begin(), line.end(), 'L'), 4) << line;
+  EXPECT_EQ(std::count(line.begin(), line.end(), 'M'), 2) << line;  // 1-4, then 3-5
+  EXPECT_EQ(std::count(line.begin(), line.end(), 'L'), 5) << line;
   // Two line markers with their labels and tooltips, one cross, one legend entry each.
   EXPECT_NE(svg.find("class=\"marker\" data-marker=\"rollback\""), std::string::npos);
   EXPECT_NE(svg.find("<title>step 4 went bad</title>"), std::string::npos);

@@ -30,6 +30,7 @@ struct EventRow {
   double t = 0;
   std::string what;
   std::string reason;
+  std::string steps() const;  // "57" or "57–60"
 };
 
 std::vector<EventRow> event_rows(const RunLog& run);
