@@ -1,5 +1,6 @@
 #include "nightlora/report/run_log.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -45,9 +46,13 @@ std::string text_of(const nlohmann::json& row, const char* key) {
   return it != row.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// A step number; 0 when absent, not a number or out of range (a float cast would be undefined).
 int64_t step_of(const nlohmann::json& row, const char* key = "step") {
   auto it = row.find(key);
-  return it != row.end() && it->is_number() ? it->get<int64_t>() : 0;
+  if (it == row.end() || !it->is_number()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  const double v = it->get<double>();
+  return std::isfinite(v) && std::fabs(v) < 9e18 ? static_cast<int64_t>(v) : 0;
 }
 
 // `group`: the name of an enclosing object, e.g. "breakdown_s" in {"breakdown_s": {"adapter":
