@@ -101,17 +101,14 @@ std::vector<XMarker> event_markers(const RunLog& run, XAxis axis) {
                     (e.reason.empty() ? "" : " (" + e.reason + ")");
         break;
       case RunEvent::Kind::Diverged:
-        m.kind = "diverged";
-        m.color = kDivergedColor;
-        m.label = "diverged";
-        m.tooltip = "diverged at step " + std::to_string(e.step) + (e.reason.empty() ? "" : ": " + e.reason);
+      case RunEvent::Kind::EarlyStop: {
+        const bool diverged = e.kind == RunEvent::Kind::Diverged;
+        m.kind = m.label = diverged ? "diverged" : "early stop";
+        m.color = diverged ? kDivergedColor : kEarlyStopColor;
+        m.tooltip = std::string(diverged ? "diverged" : "stopped early") + " at step " + std::to_string(e.step) +
+                    (e.reason.empty() ? "" : ": " + e.reason);
         break;
-      case RunEvent::Kind::EarlyStop:
-        m.kind = "early stop";
-        m.color = kEarlyStopColor;
-        m.label = "early stop";
-        m.tooltip = "stopped early at step " + std::to_string(e.step) + (e.reason.empty() ? "" : ": " + e.reason);
-        break;
+      }
     }
     out.push_back(m);
   }
