@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <set>
 #include <sstream>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/report/number_format.h"
+#include "nightlora/report/run_events.h"
 #include "nightlora/report/svg_chart.h"
 #include "nightlora/util/error.h"
 
@@ -46,6 +49,14 @@ svg .xtick { font-size: 11px; fill: #4c5567; text-anchor: middle; }
 svg .ytick { font-size: 11px; fill: #4c5567; text-anchor: end; }
 svg .xlabel, svg .ylabel { font-size: 12px; fill: #3b4252; text-anchor: middle; }
 svg .nodata { font-size: 14px; fill: #8a93a5; text-anchor: middle; }
+svg .mlabel { font-size: 11px; }
+p.empty-panel { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: 6px 12px; margin: 10px 0;
+                color: #5b6475; }
+table.events { border-collapse: collapse; width: 100%; }
+table.events th { text-align: left; font-weight: 600; color: #3b4252; padding: 3px 10px 3px 0;
+                  border-bottom: 1px solid #d8dce3; }
+table.events td { padding: 3px 10px 3px 0; vertical-align: top; border-top: 1px solid #eef0f3; }
+table.events td.num { white-space: nowrap; }
 )";
 
 std::string esc(const std::string& s) { return html_escape(s); }
@@ -95,33 +106,68 @@ std::string part_label(std::string key) {
   return key;
 }
 
-// Every chart of the report plots something against the run's wall time.
-LineChart time_chart(const std::string& id, const std::string& title, const std::string& y_label,
-                     bool y_from_zero = false) {
-  LineChart c;
-  c.id = id;
-  c.title = title;
-  c.x_label = "wall time";
-  c.x_is_time = true;
-  c.y_label = y_label;
-  c.y_from_zero = y_from_zero;
-  return c;
+// Every time-series chart of the report plots something against the run's wall time or its
+// steps (--x), with the run's events marked on it.
+struct ChartMaker {
+  const RunLog& run;
+  XAxis axis;
+
+  LineChart chart(const std::string& id, const std::string& title, const std::string& y_label,
+                  bool y_from_zero = false) const {
+    LineChart c;
+    c.id = id;
+    c.title = title;
+    c.x_label = axis == XAxis::Steps ? "step" : "wall time";
+    c.x_is_time = axis == XAxis::Time;
+    c.x_whole = axis == XAxis::Steps;
+    c.y_label = y_label;
+    c.y_from_zero = y_from_zero;
+    c.markers = event_markers(run, axis);
+    return c;
+  }
+
+  // A series of value(row) at the row's x, for each row.
+  template <class Rows, class Value>
+  ChartSeries series(const std::string& name, const std::string& color, SeriesStyle style, const Rows& rows,
+                     Value value) const {
+    ChartSeries s{name, color, style, {}, {}};
+    for (const auto& r : rows) s.x.push_back(x_of(r, axis)), s.y.push_back(value(r));
+    return s;
+  }
+};
+
+// A chart, or when it has nothing to draw, one line saying why (no empty box).
+std::string panel(const LineChart& c, const std::string& note, const std::string& empty_note) {
+  if (!has_points(c))
+    return "<p class=\"empty-panel\" id=\"" + esc(c.id) + "-none\"><b>" + esc(c.title) + ":</b> " + empty_note + "</p>\n";
+  return chart_card(render_line_chart(c), note);
 }
 
-// A series of value(row) at row.t for each row.
-template <class Rows, class Value>
-ChartSeries series_of(const std::string& name, const std::string& color, SeriesStyle style, const Rows& rows,
-                      Value value) {
-  ChartSeries s{name, color, style, {}, {}};
-  for (const auto& r : rows) s.x.push_back(r.t), s.y.push_back(value(r));
+// A training figure of a step of the run's history: a skipped step's was refused (a gap, and
+// a cross on the axis), and steps redone later (rollback, resume) are not part of it.
+double applied_value(const TrainRow& r, double v) { return r.skipped || r.superseded ? NAN : v; }
+
+// "2.31 (step 57; the last 3 steps were non-finite or skipped" (the caller closes the brackets).
+std::string last_finite_text(const LastFinite& f, const std::string& row) {
+  std::string s = format_number(f.value, 5) + " <span class=\"muted\">(step " + std::to_string(f.step);
+  if (f.not_finite_after == 1) s += "; <b>the last " + row + " was non-finite or skipped</b>";
+  if (f.not_finite_after > 1)
+    s += "; <b>the last " + std::to_string(f.not_finite_after) + " " + row + "s were non-finite or skipped</b>";
   return s;
 }
 
 }  // namespace
 
-std::string render_report_html(const RunLog& run) {
+std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
+  const ChartMaker mk{run, opt.x};
   const nlohmann::json& rec = run.record.is_object() ? run.record : nlohmann::json::object();
   const std::vector<TrainRow>& tr = run.train;
+  // The rows of the run's history line. Over steps, without the steps redone later, so the
+  // line joins the step before a rollback to the first step redone; over time, all of them
+  // (the abandoned stretch a gap, drawn apart), so no line crosses the time they took.
+  std::vector<TrainRow> history;
+  std::copy_if(tr.begin(), tr.end(), std::back_inserter(history),
+               [&](const TrainRow& r) { return opt.x == XAxis::Time || !r.superseded; });
 
   // Totals.
   int64_t tokens = 0;
@@ -183,11 +229,13 @@ std::string render_report_html(const RunLog& run) {
     std::string wall = esc(format_seconds(wall_s)) + " <span class=\"muted\">(summed over sessions; the time between "
                                                      "sessions is not counted)</span>";
     t.row("Wall time", wall);
-    std::string act = esc(format_seconds(active_s)) + " computing steps";
+    // Run totals are sums over thousands of steps: below a millisecond is rounding noise.
+    const double ms = 1e-3;
+    std::string act = esc(format_seconds(active_s, ms)) + " computing steps";
     if (!run.sim.empty())
-      act += " (of which " + esc(format_seconds(throttle_s)) + " slowed by the simulated device's throttling, " +
-             esc(format_seconds(extra_s - throttle_s)) + " waiting for the simulated device, slower than this machine)";
-    if (!run.pace.empty()) act += ", " + esc(format_seconds(idle_s)) + " pacing idle";
+      act += " (of which " + esc(format_seconds(throttle_s, ms)) + " slowed by the simulated device's throttling, " +
+             esc(format_seconds(extra_s - throttle_s, ms)) + " waiting for the simulated device, slower than this machine)";
+    if (!run.pace.empty()) act += ", " + esc(format_seconds(idle_s, ms)) + " pacing idle";
     if (!run.waits.empty()) act += ", " + std::to_string(run.waits.size()) + " background wait(s)";
     t.row("Active time", act);
     std::string why;
@@ -201,22 +249,40 @@ std::string render_report_html(const RunLog& run) {
     if (!run.sim.empty())
       t.row("Simulated device energy", format_number(sim_energy, 4) +
                                            " J <span class=\"muted\">(the thermal model's, not a measurement)</span>");
+    // The last finite losses: a diverged run's NaN is said to be NaN, never shown as a loss.
     if (!tr.empty()) {
-      size_t k = std::min<size_t>(10, tr.size());
-      double mean = 0;
-      for (size_t i = tr.size() - k; i < tr.size(); ++i) mean += tr[i].loss;
-      mean /= static_cast<double>(k);
-      t.row("Final training loss", format_number(tr.back().loss, 5) + " <span class=\"muted\">(step " +
-                                       std::to_string(tr.back().step) + "; mean of the last " + std::to_string(k) +
-                                       " steps " + format_number(mean, 5) + ")</span>");
+      const LastFinite f = last_training_loss(run);
+      if (f.found)
+        t.row("Final training loss", last_finite_text(f, "step") + "; mean of the last " + std::to_string(f.mean_of) +
+                                         " finite steps " + format_number(f.mean, 5) + ")</span>");
+      else
+        t.row("Final training loss", "<b>none finite</b> <span class=\"muted\">(all " +
+                                         std::to_string(f.not_finite_after) + " steps non-finite or skipped)</span>");
     }
-    if (!run.val.empty())
-      t.row("Final validation loss", format_number(run.val.back().loss, 5) + " <span class=\"muted\">(step " +
-                                         std::to_string(run.val.back().step) + "; first " +
-                                         format_number(run.val.front().loss, 5) + " at step " +
-                                         std::to_string(run.val.front().step) + ")</span>");
-    else
+    if (!run.val.empty()) {
+      const LastFinite f = last_validation_loss(run);
+      const auto first = std::find_if(run.val.begin(), run.val.end(), [](const ValRow& v) { return std::isfinite(v.loss); });
+      if (f.found)
+        t.row("Final validation loss", last_finite_text(f, "validation") + "; first " + format_number(first->loss, 5) +
+                                           " at step " + std::to_string(first->step) + ")</span>");
+      else
+        t.row("Final validation loss", "<b>none finite</b> <span class=\"muted\">(all " +
+                                           std::to_string(f.not_finite_after) + " validations non-finite)</span>");
+    } else {
       t.row("Final validation loss", "<span class=\"muted\">none (no --valid data)</span>");
+    }
+    for (const RunEvent& e : run.events)
+      if (e.kind == RunEvent::Kind::Diverged || e.kind == RunEvent::Kind::EarlyStop)
+        t.row("Ended", std::string(e.kind == RunEvent::Kind::Diverged ? "<b>diverged</b>" : "stopped early") + " at step " +
+                           std::to_string(e.step) + (e.reason.empty() ? "" : ": " + esc(e.reason)));
+    if (rec.contains("kept_adapter") && rec["kept_adapter"].is_object()) {
+      const nlohmann::json& k = rec["kept_adapter"];
+      std::string kept = "step " + esc(str(k, "step"));
+      if (k.contains("val_loss") && k["val_loss"].is_number())
+        kept += ", validation loss " + format_number(k["val_loss"].get<double>(), 5);
+      if (k.contains("why")) kept += " <span class=\"muted\">(" + esc(str(k, "why")) + ")</span>";
+      t.row("Kept adapter", kept);
+    }
     {
       std::string adapter;
       if (rec.contains("adapter")) adapter = "<code>" + esc(str(rec["adapter"], "gguf")) + "</code> (GGUF LoRA), <code>" +
@@ -262,18 +328,62 @@ std::string render_report_html(const RunLog& run) {
     h << "<h2>Summary</h2>\n<div class=\"card\">\n" << t.done() << "</div>\n";
   }
 
-  // Loss.
+  // Events.
   {
-    LineChart c = time_chart("chart-loss", "Loss", "mean NLL per supervised token");
-    c.series = {series_of("training loss", kColors[0], SeriesStyle::Line, tr, [](const TrainRow& r) { return r.loss; }),
-                series_of("validation loss", kColors[3], SeriesStyle::Points, run.val,
+    const std::vector<EventRow> events = event_rows(run);
+    h << "<h2>Events</h2>\n<div class=\"card\">\n";
+    if (events.empty()) {
+      h << "<p class=\"note\" id=\"events-none\">None: no resume, no skipped or non-finite step, no rollback, and the "
+           "run did not stop early or diverge.</p>\n";
+    } else {
+      h << "<table class=\"events\" id=\"events\">\n<tr><th>step</th><th>wall time</th><th>what</th><th>reason</th></tr>\n";
+      for (const EventRow& e : events)
+        h << "<tr><td class=\"num\">" << e.steps() << "</td><td class=\"num\">" << esc(format_seconds(e.t, 1e-3)) << "</td><td>" << esc(e.what) << "</td><td>"
+          << esc(e.reason) << "</td></tr>\n";
+      h << "</table>\n";
+    }
+    h << "</div>\n";
+  }
+  // Loss: the run's history as a line; steps it abandoned (rolled back, or redone after a
+  // resume) faded; non-finite and skipped steps as gaps with a cross on the x axis.
+  {
+    LineChart c = mk.chart("chart-loss", "Loss", "mean NLL per supervised token");
+    c.series = {mk.series("training loss", kColors[0], SeriesStyle::Line, history,
+                          [](const TrainRow& r) { return applied_value(r, r.loss); }),
+                mk.series("validation loss", kColors[3], SeriesStyle::Points, run.val,
                           [](const ValRow& r) { return r.loss; })};
+    if (std::any_of(tr.begin(), tr.end(), [](const TrainRow& r) { return r.superseded; }))
+      c.series.push_back(mk.series("abandoned steps (rolled back or redone)", "#b8bfcc", SeriesStyle::Line, tr,
+                                   [](const TrainRow& r) { return r.superseded && !r.skipped ? r.loss : NAN; }));
+    for (XMarker& m : non_finite_markers(run, opt.x, [](const TrainRow& r) { return r.loss; }, "training loss"))
+      c.markers.push_back(std::move(m));
+    for (const ValRow& v : run.val)
+      if (!std::isfinite(v.loss))
+        c.markers.push_back({x_of(v, opt.x), kNonFiniteMarker, "#d62728", MarkerStyle::Cross, "",
+                             "step " + std::to_string(v.step) + ": validation loss not finite"});
     h << "<h2>Loss</h2>\n" << chart_card(render_line_chart(c));
+  }
+  // Learning rate and gradient norm, per step.
+  {
+    LineChart lr = mk.chart("chart-lr", "Learning rate", "learning rate", true);
+    lr.series = {mk.series("learning rate", kColors[2], SeriesStyle::Line, tr,
+                           [](const TrainRow& r) { return r.lr; })};  // what every step ran with
+    h << "<h2>Learning rate and gradient norm</h2>\n"
+      << panel(lr, "", "not in this run's log (written by trainers since the learning rate was logged per step).");
+    LineChart g = mk.chart("chart-gradnorm", "Gradient norm (before clipping)", "global L2 norm", true);
+    g.series = {mk.series("gradient norm", kColors[4], SeriesStyle::Line, history,
+                          [](const TrainRow& r) { return applied_value(r, r.grad_norm); })};
+    if (rec.contains("config") && rec["config"].is_object() && rec["config"].contains("clip") &&
+        rec["config"]["clip"].is_number() && rec["config"]["clip"].get<double>() > 0)
+      g.references.push_back({rec["config"]["clip"].get<double>(), "clipped above", "#7f8c8d"});
+    for (XMarker& m : non_finite_markers(run, opt.x, [](const TrainRow& r) { return r.grad_norm; }, "gradient norm"))
+      g.markers.push_back(std::move(m));
+    h << panel(g, "", "not in this run's log.");
   }
   // Throughput.
   {
-    LineChart c = time_chart("chart-throughput", "Throughput", "tokens/s", true);
-    c.series = {series_of("tokens/s (each step)", kColors[2], SeriesStyle::Line, tr,
+    LineChart c = mk.chart("chart-throughput", "Throughput", "tokens/s", true);
+    c.series = {mk.series("tokens/s (each step)", kColors[2], SeriesStyle::Line, tr,
                           [](const TrainRow& r) { return r.tokens_per_s; })};
     h << "<h2>Throughput</h2>\n"
       << chart_card(render_line_chart(c), run.sim.empty() ? "" : "Steps slowed by the simulated device's throttling "
@@ -281,20 +391,20 @@ std::string render_report_html(const RunLog& run) {
   }
   // Temperature and pacing.
   {
-    LineChart c = time_chart("chart-temperature", "Temperature", "°C");
+    LineChart c = mk.chart("chart-temperature", "Temperature", "°C");
     ChartSeries temp{run.sim.empty() ? "temperature after each step" : "simulated device temperature", kColors[3],
                      SeriesStyle::Line, {}, {}};
     ChartSeries hot{"throttled steps", kColors[4], SeriesStyle::Points, {}, {}};  // drawn over the line
     if (!run.sim.empty()) {
       for (const SimRow& s : run.sim) {
-        temp.x.push_back(s.t), temp.y.push_back(s.temp_c);
-        if (s.throttled_s > 0) hot.x.push_back(s.t), hot.y.push_back(s.temp_c);
+        temp.x.push_back(x_of(s, opt.x)), temp.y.push_back(s.temp_c);
+        if (s.throttled_s > 0) hot.x.push_back(x_of(s, opt.x)), hot.y.push_back(s.temp_c);
       }
     } else {
       for (const PaceRow& p : run.pace) {
         if (!p.temp_c) continue;
-        temp.x.push_back(p.t), temp.y.push_back(*p.temp_c);
-        if (p.throttled) hot.x.push_back(p.t), hot.y.push_back(*p.temp_c);
+        temp.x.push_back(x_of(p, opt.x)), temp.y.push_back(*p.temp_c);
+        if (p.throttled) hot.x.push_back(x_of(p, opt.x)), hot.y.push_back(*p.temp_c);
       }
     }
     c.series = {temp, hot};
@@ -304,8 +414,8 @@ std::string render_report_html(const RunLog& run) {
     if (rec.contains("thermal") && rec["thermal"].contains("throttle_at_c") && rec["thermal"]["throttle_at_c"].is_number())
       c.references.push_back({rec["thermal"]["throttle_at_c"].get<double>(), "device throttles", "#7f8c8d"});
     if (temp.x.empty())
-      note = "No temperature in this run's log: it is logged with thermal pacing (--temp-ceiling, --duty) or a "
-             "simulated device (--temp-source sim).";
+      note = "none in this run's log (it is logged with thermal pacing, --temp-ceiling or --duty, or a simulated "
+             "device, --temp-source sim).";
     else if (!c.references.empty() && c.references[0].label == "ceiling") {
       const double ceil = c.references[0].y;
       int64_t first_over = -1, over_after = 0;
@@ -323,15 +433,15 @@ std::string render_report_html(const RunLog& run) {
                                   std::to_string(over_after) + " reading(s) above it (highest " + format_number(max_after, 4) +
                                   " °C).";
     }
-    h << "<h2>Temperature and pacing</h2>\n" << chart_card(render_line_chart(c), esc(note));
+    h << "<h2>Temperature and pacing</h2>\n" << panel(c, esc(note), esc(note));
 
-    LineChart p = time_chart("chart-idle", "Idle time inserted by pacing, and throttling slowdown", "seconds per step");
-    p.series = {series_of("pacing idle after the step", kColors[0], SeriesStyle::Bars, run.pace,
+    LineChart p = mk.chart("chart-idle", "Idle time inserted by pacing, and throttling slowdown", "seconds per step");
+    p.series = {mk.series("pacing idle after the step", kColors[0], SeriesStyle::Bars, run.pace,
                           [](const PaceRow& r) { return r.idle_s; })};
     if (!run.sim.empty())
-      p.series.push_back(series_of("time the step lost to throttling", kColors[4], SeriesStyle::Bars, run.sim,
+      p.series.push_back(mk.series("time the step lost to throttling", kColors[4], SeriesStyle::Bars, run.sim,
                                    [](const SimRow& r) { return r.throttle_loss_s(); }));
-    h << chart_card(render_line_chart(p), run.pace.empty() ? "No pacing in this run (--temp-ceiling or --duty)." : "");
+    h << panel(p, "", "none: no pacing in this run (--temp-ceiling or --duty) and no simulated device.");
   }
   // Where the time went.
   {
@@ -380,8 +490,8 @@ std::string render_report_html(const RunLog& run) {
                                            frozen, "s"),
                         host.empty() ? "" : "The engine works while the host does, so these overlap the host's parts.");
     }
-    LineChart c = time_chart("chart-steptime", "Step time", "seconds", true);
-    c.series.push_back(series_of("whole step", "#1d2330", SeriesStyle::Line, tr, [](const TrainRow& r) { return r.step_s; }));
+    LineChart c = mk.chart("chart-steptime", "Step time", "seconds", true);
+    c.series.push_back(mk.series("whole step", "#1d2330", SeriesStyle::Line, tr, [](const TrainRow& r) { return r.step_s; }));
     size_t ci = 0;
     for (const std::string& k : parts) {
       // The host's parts only: with the engine's (overlapping) view the chart is unreadable,
@@ -389,7 +499,7 @@ std::string render_report_html(const RunLog& run) {
       if (k.find("frozen") != std::string::npos || k.find("overlap") != std::string::npos ||
           k.find("outside") != std::string::npos)
         continue;
-      c.series.push_back(series_of(part_label(k), kColors[ci++ % 8], SeriesStyle::Line, tr, [&](const TrainRow& r) {
+      c.series.push_back(mk.series(part_label(k), kColors[ci++ % 8], SeriesStyle::Line, tr, [&](const TrainRow& r) {
         auto it = r.time_parts.find(k);
         return it == r.time_parts.end() ? NAN : it->second;
       }));
@@ -401,43 +511,43 @@ std::string render_report_html(const RunLog& run) {
     std::set<std::string> keys;
     for (const TrainRow& r : tr)
       for (const auto& kv : r.memory) keys.insert(kv.first);
-    LineChart c = time_chart("chart-memory", "Memory", "MiB", true);
+    LineChart c = mk.chart("chart-memory", "Memory", "MiB", true);
     size_t ci = 0;
     double peak = 0;
     for (const std::string& k : keys) {
       ChartSeries s{part_label(k), kColors[ci++ % 8], SeriesStyle::Line, {}, {}};
       for (const TrainRow& r : tr) {
         auto it = r.memory.find(k);
-        s.x.push_back(r.t);
+        s.x.push_back(x_of(r, opt.x));
         s.y.push_back(it == r.memory.end() ? NAN : it->second / (1024.0 * 1024.0));
         if (it != r.memory.end() && k.find("rss") != std::string::npos) peak = std::max(peak, it->second);
       }
       c.series.push_back(s);
     }
-    if (keys.empty()) c.series.push_back({"peak RSS", kColors[0], SeriesStyle::Line, {}, {}});
     h << "<h2>Memory</h2>\n"
-      << chart_card(render_line_chart(c), keys.empty() ? "This run's log has no memory figures."
-                                                       : peak > 0 ? "Highest resident set size logged: " +
-                                                                        format_number(peak / (1024.0 * 1024.0), 4) + " MiB."
-                                                                  : "");
+      << panel(c, peak > 0 ? "Highest resident set size logged: " + format_number(peak / (1024.0 * 1024.0), 4) + " MiB." : "",
+               "this run's log has no memory figures.");
   }
   if (!run.waits.empty()) {
     h << "<h2>Background waits</h2>\n<div class=\"card\"><table class=\"summary\">\n";
     for (const WaitRow& w : run.waits)
-      h << "<tr><th>at step " << w.step << " (" << esc(format_seconds(w.t)) << ")</th><td>" << esc(w.reason)
+      h << "<tr><th>at step " << w.step << " (" << esc(format_seconds(w.t, 1e-3)) << ")</th><td>" << esc(w.reason)
         << "</td></tr>\n";
     h << "</table></div>\n";
   }
   h << "<p class=\"note\">Made by <code>nightlora report</code> from <code>log.jsonl</code> (" << run.lines
-    << " rows) and <code>run.json</code>. Times are wall-clock seconds since the run began, summed over its sessions.</p>\n";
+    << " rows) and <code>run.json</code>. Times are wall-clock seconds since the run began, summed over its sessions; "
+    << (opt.x == XAxis::Steps ? "the charts' x axis is the training step (<code>--x time</code>: wall time)."
+                              : "the charts' x axis is wall time (<code>--x steps</code>: training steps).")
+    << "</p>\n";
   h << "</main>\n</body>\n</html>\n";
   return h.str();
 }
 
-std::string write_run_report(const std::string& run_dir, const std::string& out_path) {
+std::string write_run_report(const std::string& run_dir, const std::string& out_path, const ReportOptions& opt) {
   RunLog run = read_run_log(run_dir);
   const std::string out = out_path.empty() ? (fs::path(run_dir) / "report.html").string() : out_path;
-  write_file_atomic(out, render_report_html(run));
+  write_file_atomic(out, render_report_html(run, opt));
   return out;
 }
 

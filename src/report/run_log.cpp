@@ -1,5 +1,6 @@
 #include "nightlora/report/run_log.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +36,23 @@ std::optional<double> memory_unit(const std::string& key) {
 double num(const nlohmann::json& row, const char* key, double fallback = 0) {
   auto it = row.find(key);
   return it != row.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// A training figure: null (how the log writes NaN and inf) or absent is NaN, never 0.
+double figure(const nlohmann::json& row, const char* key) { return num(row, key, NAN); }
+
+std::string text_of(const nlohmann::json& row, const char* key) {
+  auto it = row.find(key);
+  return it != row.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// A step number; 0 when absent, not a number or out of range (a float cast would be undefined).
+int64_t step_of(const nlohmann::json& row, const char* key = "step") {
+  auto it = row.find(key);
+  if (it == row.end() || !it->is_number()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  const double v = it->get<double>();
+  return std::isfinite(v) && std::fabs(v) < 9e18 ? static_cast<int64_t>(v) : 0;
 }
 
 // `group`: the name of an enclosing object, e.g. "breakdown_s" in {"breakdown_s": {"adapter":
@@ -100,13 +118,15 @@ RunLog read_run_log(const std::string& dir) {
 
   RunLog run;
   run.dir = dir;
-  std::map<int64_t, double> time_of_step;  // from train rows
+  // The time of each step of the run as it stands at the current line: a train row for step k
+  // drops the steps after k (abandoned by a rollback, or redone after a resume).
+  std::map<int64_t, double> time_of_step;
   time_of_step[0] = 0;
-  struct Pending {
-    int64_t line;
-    nlohmann::json row;
+  auto time_at = [&](int64_t step) {
+    auto it = time_of_step.upper_bound(step);  // first step after
+    return it == time_of_step.begin() ? 0.0 : std::prev(it)->second;
   };
-  std::vector<Pending> untimed;
+  std::vector<size_t> history;  // indices into run.train of the run's current steps, in order
   size_t pos = 0;
   int64_t line_no = 0;
   while (pos < text.size()) {
@@ -129,48 +149,43 @@ RunLog read_run_log(const std::string& dir) {
     }
     ++run.lines;
     const std::string type = row["type"].get<std::string>();
-    const int64_t step = row.contains("step") && row["step"].is_number() ? row["step"].get<int64_t>() : 0;
+    const int64_t step = step_of(row);
     if (type == "train") {
       TrainRow r;
+      r.line = line_no;
       r.step = step;
       r.t = num(row, "elapsed_s");
-      r.loss = num(row, "loss");
+      r.loss = figure(row, "loss");
+      r.lr = figure(row, "lr");
+      r.grad_norm = figure(row, "grad_norm");
+      r.skipped = row.contains("skipped") && row["skipped"].is_boolean() && row["skipped"].get<bool>();
+      r.skip_reason = text_of(row, "skip_reason");
       r.tokens_per_s = num(row, "tokens_per_s");
       r.tokens = static_cast<int64_t>(num(row, "tokens"));
       r.step_s = r.tokens_per_s > 0 ? static_cast<double>(r.tokens) / r.tokens_per_s : 0;
       if (row.contains("energy_j") && row["energy_j"].is_number()) r.energy_j = row["energy_j"].get<double>();
       collect_measurements(row, "", r);
+      while (!history.empty() && run.train[history.back()].step >= step) {
+        run.train[history.back()].superseded = true;
+        history.pop_back();
+      }
+      time_of_step.erase(time_of_step.upper_bound(std::max<int64_t>(step, 0)), time_of_step.end());
       time_of_step[step] = r.t;
+      history.push_back(run.train.size());
       run.train.push_back(std::move(r));
-    } else if (type == "val" || type == "pace" || type == "sim" || type == "wait") {
-      untimed.push_back({line_no, std::move(row)});
-    } else {
-      ++run.unknown_types[type];
+      continue;
     }
-  }
-  if (run.lines == 0)
-    fail(log_path.string(), "the training log has no rows yet", "run the report once training has done a step");
-
-  // Place the other rows at the time of their step's train row.
-  auto time_at = [&](int64_t step) {
-    auto it = time_of_step.upper_bound(step);  // first step after
-    return it == time_of_step.begin() ? 0.0 : std::prev(it)->second;
-  };
-  for (Pending& p : untimed) {
-    const nlohmann::json& row = p.row;
-    const std::string type = row["type"].get<std::string>();
-    const int64_t step = row.contains("step") && row["step"].is_number() ? row["step"].get<int64_t>() : 0;
     const double t = time_at(step);
     if (type == "val") {
-      run.val.push_back({step, t, num(row, "val_loss")});
+      run.val.push_back({line_no, step, t, figure(row, "val_loss")});
     } else if (type == "pace") {
       PaceRow r;
       r.step = step;
       r.t = t;
       r.idle_s = num(row, "idle_s");
       if (row.contains("temp_c") && row["temp_c"].is_number()) r.temp_c = row["temp_c"].get<double>();
-      r.throttled = row.value("throttled", false);
-      r.reason = row.contains("reason") && row["reason"].is_string() ? row["reason"].get<std::string>() : "";
+      r.throttled = row.contains("throttled") && row["throttled"].is_boolean() && row["throttled"].get<bool>();
+      r.reason = text_of(row, "reason");
       run.pace.push_back(std::move(r));
     } else if (type == "sim") {
       SimRow r;
@@ -183,10 +198,28 @@ RunLog read_run_log(const std::string& dir) {
       r.throttled_s = num(row, "throttled_s");
       r.energy_j = num(row, "sim_energy_j");
       run.sim.push_back(r);
+    } else if (type == "wait") {
+      run.waits.push_back({step, t, text_of(row, "reason")});
+    } else if (type == "session" || type == "rollback" || type == "diverged" || type == "early_stop") {
+      RunEvent e;
+      e.kind = type == "session"    ? RunEvent::Kind::Session
+               : type == "rollback" ? RunEvent::Kind::Rollback
+               : type == "diverged" ? RunEvent::Kind::Diverged
+                                    : RunEvent::Kind::EarlyStop;
+      e.line = line_no;
+      e.step = step;
+      e.t = t;
+      e.resumed = row.contains("resumed") && row["resumed"].is_boolean() && row["resumed"].get<bool>();
+      if (row.contains("to_step") && row["to_step"].is_number()) e.to_step = step_of(row, "to_step");
+      e.lr_scale = figure(row, "lr_scale");
+      e.reason = text_of(row, "reason");
+      run.events.push_back(std::move(e));
     } else {
-      run.waits.push_back({step, t, row.contains("reason") && row["reason"].is_string() ? row["reason"].get<std::string>() : ""});
+      ++run.unknown_types[type];
     }
   }
+  if (run.lines == 0)
+    fail(log_path.string(), "the training log has no rows yet", "run the report once training has done a step");
 
   const fs::path record_path = fs::path(dir) / "run.json";
   if (fs::exists(record_path, ec)) {

@@ -24,32 +24,6 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-std::string format_number(double v, int digits) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf");
-  if (v == 0) return "0";
-  char buf[64];
-  const double a = std::fabs(v);
-  if (a >= 1e6 || a < 1e-3) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    return buf;
-  }
-  // Fixed notation with enough decimals for `digits` significant ones, trailing zeros cut.
-  int decimals = std::max(0, digits - 1 - static_cast<int>(std::floor(std::log10(a))));
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  std::string s = buf;
-  if (s.find('.') != std::string::npos) {
-    while (!s.empty() && s.back() == '0') s.pop_back();
-    if (!s.empty() && s.back() == '.') s.pop_back();
-  }
-  return s;
-}
-
-std::string format_seconds(double s) {
-  if (s < 120) return format_number(s, 3) + " s";
-  if (s < 3 * 3600) return format_number(s / 60, 3) + " min";
-  return format_number(s / 3600, 3) + " h";
-}
-
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi)) return {};
   if (hi < lo) std::swap(lo, hi);
@@ -93,7 +67,16 @@ TimeUnit time_unit_for(double max_s) {
   return {3600, "h"};
 }
 
+bool finite_point(const ChartSeries& s, size_t i) { return std::isfinite(s.x[i]) && std::isfinite(s.y[i]); }
+
 }  // namespace
+
+bool has_points(const LineChart& c) {
+  for (const ChartSeries& s : c.series)
+    for (size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i)
+      if (finite_point(s, i)) return true;
+  return false;
+}
 
 std::string render_line_chart(const LineChart& c) {
   const double W = c.width;
@@ -118,21 +101,38 @@ std::string render_line_chart(const LineChart& c) {
     y0 = std::min(y0, r.y);
     y1 = std::max(y1, r.y);
   }
+  size_t markers = 0;
+  for (const XMarker& m : c.markers) {
+    if (!std::isfinite(m.x)) continue;
+    x0 = std::min(x0, m.x);
+    x1 = std::max(x1, m.x);
+    ++markers;
+  }
+  if (points == 0 && markers > 0) y0 = 0, y1 = 1;  // axes for the markers alone
 
   // Legend: on the title line, right-aligned, when it fits beside the title; otherwise in
   // rows under the title (the plot moves down, the chart grows).
+  enum class Swatch { Box, Dashed, Vertical, Cross };
   struct LegendItem {
     std::string label, color;
-    bool reference;
+    Swatch swatch;
     double width;
   };
   std::vector<LegendItem> legend;
   for (const ReferenceLine& r : c.references)
-    legend.push_back({r.label, r.color, true, 7.0 * static_cast<double>(r.label.size()) + 30});
+    legend.push_back({r.label, r.color, Swatch::Dashed, 7.0 * static_cast<double>(r.label.size()) + 30});
   for (const ChartSeries& s : c.series) {
     const bool empty = std::none_of(s.y.begin(), s.y.end(), [](double v) { return std::isfinite(v); });
     const std::string label = s.name + (empty ? " (no data)" : "");
-    legend.push_back({label, s.color, false, 7.0 * static_cast<double>(label.size()) + 26});
+    legend.push_back({label, s.color, Swatch::Box, 7.0 * static_cast<double>(label.size()) + 26});
+  }
+  for (const XMarker& m : c.markers) {
+    if (!std::isfinite(m.x) || std::any_of(legend.begin(), legend.end(), [&](const LegendItem& it) {
+          return it.swatch >= Swatch::Vertical && it.label == m.kind;
+        }))
+      continue;
+    legend.push_back({m.kind, m.color, m.style == MarkerStyle::Line ? Swatch::Vertical : Swatch::Cross,
+                      7.0 * static_cast<double>(m.kind.size()) + 26});
   }
   double legend_w = 0;
   for (const LegendItem& it : legend) legend_w += it.width;
@@ -160,18 +160,32 @@ std::string render_line_chart(const LineChart& c) {
   for (size_t i = 0; i < legend.size(); ++i) {
     const LegendItem& it = legend[i];
     const double x = at[i].first, y = at[i].second;
-    if (it.reference)
-      o << "<line x1=\"" << fmt(x) << "\" y1=\"" << fmt(y - 4) << "\" x2=\"" << fmt(x + 16) << "\" y2=\"" << fmt(y - 4)
-        << "\" stroke=\"" << html_escape(it.color) << "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>";
-    else
-      o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y - 9) << "\" width=\"14\" height=\"10\" fill=\""
-        << html_escape(it.color) << "\"/>";
-    o << "<text x=\"" << fmt(x + (it.reference ? 20 : 18)) << "\" y=\"" << fmt(y) << "\" class=\"legend\">"
+    const std::string color = html_escape(it.color);
+    switch (it.swatch) {
+      case Swatch::Dashed:
+        o << "<line x1=\"" << fmt(x) << "\" y1=\"" << fmt(y - 4) << "\" x2=\"" << fmt(x + 16) << "\" y2=\"" << fmt(y - 4)
+          << "\" stroke=\"" << color << "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"/>";
+        break;
+      case Swatch::Vertical:
+        o << "<line x1=\"" << fmt(x + 7) << "\" y1=\"" << fmt(y - 11) << "\" x2=\"" << fmt(x + 7) << "\" y2=\"" << fmt(y + 2)
+          << "\" stroke=\"" << color << "\" stroke-width=\"2\" stroke-dasharray=\"4,2\"/>";
+        break;
+      case Swatch::Cross:
+        o << "<path d=\"M" << fmt(x + 3) << " " << fmt(y - 8) << "L" << fmt(x + 11) << " " << fmt(y) << "M" << fmt(x + 11)
+          << " " << fmt(y - 8) << "L" << fmt(x + 3) << " " << fmt(y) << "\" stroke=\"" << color
+          << "\" stroke-width=\"2\" fill=\"none\"/>";
+        break;
+      case Swatch::Box:
+        o << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y - 9) << "\" width=\"14\" height=\"10\" fill=\"" << color
+          << "\"/>";
+        break;
+    }
+    o << "<text x=\"" << fmt(x + (it.swatch == Swatch::Dashed ? 20 : 18)) << "\" y=\"" << fmt(y) << "\" class=\"legend\">"
       << html_escape(it.label) << "</text>\n";
   }
   o << "<rect x=\"" << fmt(left) << "\" y=\"" << fmt(top) << "\" width=\"" << fmt(pw) << "\" height=\"" << fmt(ph)
     << "\" class=\"plot\"/>\n";
-  if (points == 0) {
+  if (points == 0 && markers == 0) {
     o << "<text x=\"" << fmt(left + pw / 2) << "\" y=\"" << fmt(top + ph / 2) << "\" class=\"nodata\">no data in this run</text>\n";
     o << "</svg>\n";
     return o.str();
@@ -198,11 +212,12 @@ std::string render_line_chart(const LineChart& c) {
   }
 
   TimeUnit tu = c.x_is_time ? time_unit_for(x1) : TimeUnit{1, ""};
-  if (c.x_is_time) x0 = std::min(x0, 0.0);
-  if (x1 == x0) x1 = x0 + (c.x_is_time ? 1 : 1);
+  // Time and steps both count from the start of the run.
+  if (c.x_is_time || c.x_whole) x0 = std::min(x0, 0.0);
+  if (x1 == x0) x1 = x0 + 1;
   std::vector<double> xt_raw = nice_ticks(x0 / tu.div, x1 / tu.div, 8), xtick;
   for (double v : xt_raw)
-    if (v * tu.div >= x0 - 1e-9 && v * tu.div <= x1 + 1e-9) xtick.push_back(v);
+    if (v * tu.div >= x0 - 1e-9 && v * tu.div <= x1 + 1e-9 && (!c.x_whole || v == std::round(v))) xtick.push_back(v);
 
   auto X = [&](double x) { return left + (x - x0) / (x1 - x0) * pw; };
   auto Y = [&](double y) { return top + ph - (y - y0) / (y1 - y0) * ph; };
@@ -265,13 +280,16 @@ std::string render_line_chart(const LineChart& c) {
     } else {
       std::ostringstream d;
       bool pen_down = false;
+      double last_x = 0;
       for (size_t i = 0; i < n; ++i) {
-        if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+        if (!finite_point(s, i)) {
           pen_down = false;  // a gap in the data is a gap in the line
           continue;
         }
+        if (pen_down && s.x[i] < last_x) pen_down = false;  // x went back: a new stretch
         d << (pen_down ? "L" : "M") << fmt(X(s.x[i])) << " " << fmt(Y(s.y[i]));
         pen_down = true;
+        last_x = s.x[i];
       }
       o << "<path class=\"series\" data-series=\"" << html_escape(s.name) << "\" d=\"" << d.str()
         << "\" fill=\"none\" stroke=\"" << html_escape(s.color) << "\" stroke-width=\"1.8\" stroke-linejoin=\"round\"/>\n";
@@ -282,7 +300,51 @@ std::string render_line_chart(const LineChart& c) {
       << "\" y2=\"" << fmt(Y(r.y)) << "\" stroke=\"" << html_escape(r.color)
       << "\" stroke-width=\"1.6\" stroke-dasharray=\"6,4\"/>\n";
   }
-  o << "</g>\n</svg>\n";
+  o << "</g>\n";
+
+  // Markers, over the series. Line markers label themselves at the top of the plot unless the
+  // previous label is too close; every marker says what it is on hover.
+  double last_label_end = -1e9;
+  for (const XMarker& m : c.markers) {
+    if (!std::isfinite(m.x) || m.style != MarkerStyle::Line) continue;
+    const double px = X(m.x);
+    o << "<line class=\"marker\" data-marker=\"" << html_escape(m.kind) << "\" x1=\"" << fmt(px) << "\" y1=\"" << fmt(top)
+      << "\" x2=\"" << fmt(px) << "\" y2=\"" << fmt(top + ph) << "\" stroke=\"" << html_escape(m.color)
+      << "\" stroke-width=\"1.6\" stroke-dasharray=\"4,3\"><title>" << html_escape(m.tooltip.empty() ? m.kind : m.tooltip)
+      << "</title></line>\n";
+    if (!m.label.empty() && px > last_label_end + 4) {
+      const bool right_side = px + 6.5 * static_cast<double>(m.label.size()) + 4 <= left + pw;
+      o << "<text class=\"mlabel\" x=\"" << fmt(right_side ? px + 3 : px - 3) << "\" y=\"" << fmt(top + 12)
+        << "\" fill=\"" << html_escape(m.color) << "\"" << (right_side ? "" : " text-anchor=\"end\"") << ">"
+        << html_escape(m.label) << "</text>\n";
+      last_label_end = right_side ? px + 6.5 * static_cast<double>(m.label.size()) + 3 : px;
+    }
+  }
+  // Crosses on the x axis, one path per kind (a diverged run may have thousands).
+  std::vector<std::string> cross_kinds;
+  for (const XMarker& m : c.markers)
+    if (std::isfinite(m.x) && m.style == MarkerStyle::Cross &&
+        std::find(cross_kinds.begin(), cross_kinds.end(), m.kind) == cross_kinds.end())
+      cross_kinds.push_back(m.kind);
+  for (const std::string& kind : cross_kinds) {
+    std::ostringstream d;
+    std::string color, tip;
+    size_t n = 0;
+    for (const XMarker& m : c.markers) {
+      if (!std::isfinite(m.x) || m.style != MarkerStyle::Cross || m.kind != kind) continue;
+      const double px = X(m.x), py = top + ph;
+      d << "M" << fmt(px - 4) << " " << fmt(py - 4) << "L" << fmt(px + 4) << " " << fmt(py + 4) << "M" << fmt(px + 4) << " "
+        << fmt(py - 4) << "L" << fmt(px - 4) << " " << fmt(py + 4);
+      color = m.color;
+      if (n++ < 20) tip += (tip.empty() ? "" : "\n") + (m.tooltip.empty() ? m.kind : m.tooltip);
+    }
+    if (n > 20) tip += "\n... and " + std::to_string(n - 20) + " more";
+    o << "<path class=\"marker\" data-marker=\"" << html_escape(kind) << "\" d=\"" << d.str() << "\" stroke=\""
+      << html_escape(color) << "\" stroke-width=\"2\" fill=\"none\"><title>" << html_escape(tip) << "</title></path>\n";
+  }
+  if (points == 0)
+    o << "<text x=\"" << fmt(left + pw / 2) << "\" y=\"" << fmt(top + ph / 2) << "\" class=\"nodata\">no finite values</text>\n";
+  o << "</svg>\n";
   return o.str();
 }
 
@@ -324,8 +386,11 @@ std::string render_stacked_bar(const std::string& id, const std::string& title, 
     const BarSegment& s = segments[i];
     const double lx = left + static_cast<double>(i % cols) * col_w,
                  ly = bar_y + bar_h + 18 + static_cast<double>(i / cols) * 20;
-    const std::string value = unit == "s" ? format_seconds(s.value) : format_number(s.value, 4) + " " + unit;
-    const std::string share = format_number(100.0 * std::max(0.0, s.value) / total, 3) + "%";
+    // The bar shows shares to 0.01 % of the total: a value below that is rounding noise.
+    const double resolution = total * 1e-4;
+    const std::string value = unit == "s" ? format_seconds(s.value, resolution)
+                                          : format_number(s.value, 4, resolution) + " " + unit;
+    const std::string share = format_share(s.value, total);
     o << "<rect x=\"" << fmt(lx) << "\" y=\"" << fmt(ly - 10) << "\" width=\"12\" height=\"12\" fill=\""
       << html_escape(s.color) << "\"/><text x=\"" << fmt(lx + 17) << "\" y=\"" << fmt(ly) << "\" class=\"legend\">"
       << html_escape(s.name) << ": " << html_escape(value) << " (" << share << ")</text>\n";

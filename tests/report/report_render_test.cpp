@@ -68,8 +68,9 @@ class ReportRender : public ::testing::Test {
 };
 nltest::TempDir* ReportRender::dir_ = nullptr;
 
-const char* kCharts[] = {"chart-loss",      "chart-throughput", "chart-temperature", "chart-idle",
-                         "chart-walltime",  "chart-breakdown",  "chart-steptime",    "chart-memory"};
+const char* kCharts[] = {"chart-loss",     "chart-lr",        "chart-gradnorm", "chart-throughput",
+                         "chart-temperature", "chart-idle",   "chart-walltime", "chart-breakdown",
+                         "chart-steptime", "chart-memory"};
 
 TEST_F(ReportRender, PageIsSelfContainedWithEveryChartAndTheSummary) {
   const fs::path run = *dir_ / "paced";

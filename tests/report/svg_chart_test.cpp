@@ -73,6 +73,41 @@ TEST(SvgChart, LineChartHasAxesSeriesLegendAndReference) {
   EXPECT_EQ(svg.find("nan"), std::string::npos);
 }
 
+TEST(SvgChart, MarkersAreDrawnAndListedAndALineBreaksWhereXGoesBack) {
+  nl::LineChart c;
+  c.id = "m";
+  c.title = "Loss";
+  c.x_whole = true;
+  // Steps 1-4, then 3-5 again (a rollback to step 2).
+  c.series = {{"loss", "#123456", nl::SeriesStyle::Line, {1, 2, 3, 4, 3, 4, 5}, {3, 2.9, 2.8, 2.75, 2.85, 2.7, 2.6}}};
+  c.markers = {{4, "rollback", "#8e44ad", nl::MarkerStyle::Line, "rollback to 2", "step 4 went bad"},
+               {4, "non-finite / skipped step", "#d62728", nl::MarkerStyle::Cross, "", "step 4: loss not finite"},
+               {7, "diverged", "#c0392b", nl::MarkerStyle::Line, "diverged", ""}};
+  const std::string svg = nl::render_line_chart(c);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, std::regex("data-series=\"loss\" d=\"([^\"]*)\"")));
+  const std::string line = m[1].str();
+  EXPECT_EQ(std::count(line.begin(), line.end(), 'M'), 2) << line;  // 1-4, then 3-5
+  EXPECT_EQ(std::count(line.begin(), line.end(), 'L'), 5) << line;
+  // Two line markers with their labels and tooltips, one cross, one legend entry each.
+  EXPECT_NE(svg.find("class=\"marker\" data-marker=\"rollback\""), std::string::npos);
+  EXPECT_NE(svg.find("<title>step 4 went bad</title>"), std::string::npos);
+  EXPECT_NE(svg.find(">rollback to 2<"), std::string::npos);
+  EXPECT_NE(svg.find("data-marker=\"non-finite / skipped step\" d=\"M"), std::string::npos);
+  EXPECT_NE(svg.find("class=\"legend\">non-finite / skipped step<"), std::string::npos);
+  EXPECT_NE(svg.find("class=\"legend\">diverged<"), std::string::npos);
+  // The diverged marker at step 7 widens the x axis past the data; ticks are whole steps.
+  EXPECT_NE(svg.find("class=\"xtick\">7<"), std::string::npos);
+  EXPECT_EQ(svg.find("class=\"xtick\">0.5<"), std::string::npos);
+
+  // A chart whose values are all non-finite still draws its markers, and says why it is empty.
+  c.series[0].y.assign(c.series[0].x.size(), NAN);
+  const std::string empty = nl::render_line_chart(c);
+  EXPECT_FALSE(nl::has_points(c));
+  EXPECT_NE(empty.find("no finite values"), std::string::npos);
+  EXPECT_NE(empty.find("data-marker=\"rollback\""), std::string::npos);
+}
+
 TEST(SvgChart, EmptyChartSaysSoAndStackedBarSplitsByShare) {
   nl::LineChart c;
   c.id = "e";

@@ -2,22 +2,32 @@
 // kind and placed on one wall-time axis, plus DIR/run.json (what the run is, its sessions).
 //
 // log.jsonl rows (written by `nightlora train`), by "type":
-//   train  step, loss, tokens, tokens_per_s, elapsed_s, energy_j (number or "unavailable"),
-//          and whatever per-step measurements the trainer adds: every other number whose name
-//          ends in "_s" is taken as a part of the step time, every number whose name contains
-//          "rss" or ends in "_bytes" as a memory figure (so new fields appear without a change
-//          here, and old logs without them still read)
+//   train  step, loss, lr, grad_norm, tokens, tokens_per_s, elapsed_s, energy_j (number or
+//          "unavailable"), skipped (true when the divergence guard refused the step) and
+//          skip_reason, and whatever per-step measurements the trainer adds: every other
+//          number whose name ends in "_s" is taken as a part of the step time, every number
+//          whose name contains "rss" or ends in "_bytes" as a memory figure (so new fields
+//          appear without a change here, and old logs without them still read)
 //   val    step, val_loss              wait   step, reason (background mode)
 //   pace   step, step_s, idle_s, temp_c, throttled, slowdown, reason (thermal pacing)
 //   sim    step, temp_c, extra_s, throttled_s, sim_energy_j (--temp-source sim)
+//   session     step, resumed          first row of each session; step = steps done then
+//   rollback    step, to_step, lr_scale, reason   step went bad: back to to_step's state
+//   diverged    step, reason           the run stopped as diverged
+//   early_stop  step, reason           the run stopped: no validation improvement
+// A figure that was not finite is written as null (JSON has no NaN); it is read as NaN, and a
+// missing loss, val_loss, lr or grad_norm too: never as 0. Unknown row types and fields are
+// ignored (counted, and said on the page).
 // Rows other than train carry no time: they are placed at the time of the train row of the
-// same step (step 0: the start).
+// same step in the run as it stood when the row was written (step 0: the start): after a
+// rollback or a resume the steps redone replace the ones abandoned.
 //
 // Malformed lines: a line that is not a JSON object is an error naming the file and line,
 // except the last line when it does not end with a newline (a job writing it right now, or
 // one killed mid-line): that one is skipped with a warning shown in the report.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -29,9 +39,17 @@
 namespace nl {
 
 struct TrainRow {
+  int64_t line = 0;         // in log.jsonl, for ordering against other rows
   int64_t step = 0;
   double t = 0;             // wall time (elapsed_s), seconds
-  double loss = 0;
+  double loss = NAN;        // NaN: not finite (null in the log) or not logged
+  double lr = NAN;
+  double grad_norm = NAN;
+  bool skipped = false;     // the divergence guard refused this step (not applied)
+  std::string skip_reason;
+  // A later row redid this step (after a rollback, or a resume from an earlier checkpoint):
+  // this one is not part of the run's history any more.
+  bool superseded = false;
   double tokens_per_s = 0;
   double step_s = 0;        // tokens / tokens_per_s
   int64_t tokens = 0;
@@ -41,9 +59,10 @@ struct TrainRow {
 };
 
 struct ValRow {
+  int64_t line = 0;
   int64_t step = 0;
   double t = 0;
-  double loss = 0;
+  double loss = NAN;  // NaN: not finite or not logged
 };
 
 struct PaceRow {
@@ -74,6 +93,19 @@ struct WaitRow {
   std::string reason;
 };
 
+// A session, rollback, divergence or early stop, in log order.
+struct RunEvent {
+  enum class Kind { Session, Rollback, Diverged, EarlyStop };
+  Kind kind = Kind::Session;
+  int64_t line = 0;
+  int64_t step = 0;
+  double t = 0;
+  bool resumed = false;   // Session: continued from a checkpoint
+  int64_t to_step = -1;   // Rollback: the step whose state the run went back to
+  double lr_scale = NAN;  // Rollback: the learning rate's factor from now on (cumulative)
+  std::string reason;
+};
+
 struct RunLog {
   std::string dir;
   std::vector<TrainRow> train;
@@ -81,6 +113,7 @@ struct RunLog {
   std::vector<PaceRow> pace;
   std::vector<SimRow> sim;
   std::vector<WaitRow> waits;
+  std::vector<RunEvent> events;
   int64_t lines = 0;
   std::map<std::string, int64_t> unknown_types;  // row types this reader does not know, counted
   std::vector<std::string> warnings;             // shown at the top of the report
