@@ -289,6 +289,9 @@ std::string render_report_html(const RunLog& run, const ReportOptions& opt) {
                                              esc(str(rec["adapter"], "peft")) + "</code> (PEFT)";
       else if (fs::exists(fs::path(run.dir) / "adapter.gguf"))
         adapter = "<code>" + esc((fs::path(run.dir) / "adapter.gguf").string()) + "</code>";
+      else if (std::any_of(run.events.begin(), run.events.end(),
+                           [](const RunEvent& e) { return e.kind == RunEvent::Kind::Diverged; }))
+        adapter = "<b>none</b>: the run diverged, and no adapter is written from a diverged run";
       else
         adapter = "<span class=\"muted\">not written yet (the run has not finished)</span>";
       t.row("Adapter", adapter);

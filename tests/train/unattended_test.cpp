@@ -133,6 +133,13 @@ TEST(DivergenceGuard, AHugeLearningRateEndsAsDivergedAndWritesNothingNonFinite) 
     const json run = json::parse(nltest::read_text(out / "run.json"));
     EXPECT_NE(run.dump().find(r.rc == nl::exit_code::kDiverged ? "diverged" : "finished"), std::string::npos);
     EXPECT_TRUE(files_with_non_finite_values(out).empty()) << opts;
+    // The report shows it: the events table lists the rollbacks (and the divergence), and no
+    // non-finite loss is presented as a final loss of 0.
+    auto rep = run_cli("report " + shq(out.string()) + " --out " + shq((td / "r.html").string()));
+    ASSERT_EQ(rep.rc, 0) << rep.err;
+    const std::string html = nltest::read_text(td / "r.html");
+    EXPECT_NE(html.find("rollback"), std::string::npos) << opts;
+    if (r.rc == nl::exit_code::kDiverged) EXPECT_NE(html.find("diverged"), std::string::npos) << opts;
     // The checkpoints decode and resume: a re-run of a diverged run diverges again the same way.
     if (r.rc == nl::exit_code::kDiverged) {
       auto again = run_cli(s.train(out, std::string(opts) + " --iters 30 --save-every 5"));
