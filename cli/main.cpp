@@ -6,8 +6,6 @@
 
 #include "command.h"
 #include "nightlora/job/exit_codes.h"
-#include "nightlora/job/folder_lock.h"
-#include "nightlora/util/error.h"
 
 namespace nlcli {
 std::vector<Command>& registry() {
@@ -35,20 +33,11 @@ int main(int argc, char** argv) {
   try {
     for (auto& [sub, run] : runs)
       if (sub->parsed()) return run();
-  } catch (const nl::FolderBusy& e) {
+  } catch (...) {
     std::fflush(stdout);
-    std::cerr << "nightlora: error: " << e.what() << "\n";
-    return nl::exit_code::kBusy;
-  } catch (const nl::Error& e) {
-    std::fflush(stdout);
-    std::cerr << "nightlora: error: " << e.what() << "\n";
-    return nl::exit_code::kBadInput;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "nightlora: error: out of memory (try a smaller --seq-len, --batch or model)\n";
-    return nl::exit_code::kBadInput;
-  } catch (const std::exception& e) {
-    std::cerr << "nightlora: internal error: " << e.what() << "\n";
-    return nl::exit_code::kInternal;
+    const nl::exit_code::ExceptionExit x = nl::exit_code::exit_for_exception(std::current_exception());
+    std::cerr << x.message << "\n";
+    return x.code;
   }
   return 0;
 }

@@ -1,5 +1,10 @@
 #include "nightlora/job/exit_codes.h"
 
+#include <new>
+
+#include "nightlora/job/folder_lock.h"
+#include "nightlora/util/error.h"
+
 namespace nl::exit_code {
 
 std::string table() {
@@ -13,6 +18,22 @@ std::string table() {
          "again\n"
          "  128+N  stopped by signal N after saving (130 SIGINT, 129 SIGHUP, 143 SIGTERM); run the same command "
          "again\n";
+}
+
+ExceptionExit exit_for_exception(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const FolderBusy& x) {
+    return {kBusy, std::string("nightlora: error: ") + x.what()};
+  } catch (const Error& x) {
+    return {kBadInput, std::string("nightlora: error: ") + x.what()};
+  } catch (const std::bad_alloc&) {
+    return {kBadInput, "nightlora: error: out of memory (try a smaller --seq-len, --batch or model)"};
+  } catch (const std::exception& x) {
+    return {kInternal, std::string("nightlora: internal error: ") + x.what()};
+  } catch (...) {
+    return {kInternal, "nightlora: internal error: an unknown exception"};
+  }
 }
 
 }  // namespace nl::exit_code

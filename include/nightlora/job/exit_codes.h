@@ -14,6 +14,7 @@
 //   128+N  stopped by signal N (130 SIGINT, 129 SIGHUP, 143 SIGTERM) after saving a
 //        checkpoint; the same command continues.
 #pragma once
+#include <exception>
 #include <string>
 
 namespace nl::exit_code {
@@ -28,5 +29,14 @@ constexpr int signal_code(int sig) { return 128 + sig; }
 
 // The table above as text for --help and messages (one row a line).
 std::string table();
+
+// What a command that ended with an exception exits with, and the line it prints: nl::Error
+// is bad input (nl::FolderBusy: busy), running out of memory is bad input too (a smaller
+// model, batch or --seq-len is the fix), anything else is an internal error.
+struct ExceptionExit {
+  int code = kInternal;
+  std::string message;  // "nightlora: error: ..." or "nightlora: internal error: ..."
+};
+ExceptionExit exit_for_exception(std::exception_ptr e);
 
 }  // namespace nl::exit_code
