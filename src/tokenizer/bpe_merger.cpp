@@ -6,35 +6,47 @@
 #include "tokenizer/bpe_merger.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <queue>
 
+#include "nightlora/util/error.h"
 #include "tokenizer/unicode_text.h"
 
 namespace nl {
 namespace {
 
-constexpr size_t kNone = std::numeric_limits<size_t>::max();
+constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
 // A run of the word's bytes. Merging only ever joins neighbours, so every symbol is a
-// contiguous piece of the word, named by the index of its first character.
+// contiguous piece of the word, named by the index of its first character. 32-bit fields
+// keep the arrays small: a 1 MB line has a million symbols and about as many candidates.
 struct Symbol {
-  size_t start, len;  // len 0: merged into its left neighbour
-  size_t prev, next;  // kNone at the ends
+  uint32_t start, len;  // len 0: merged into its left neighbour
+  uint32_t prev, next;  // kNone at the ends
 };
 
 struct Candidate {
-  double priority;
-  size_t left, right;  // symbol indices
-  size_t right_len;    // the right symbol's length when queued (the left one's follows from `right`)
+  uint64_t order;      // priority << 32 | left symbol index: lower merges first
+  uint32_t right;      // the right symbol's index
+  uint32_t right_len;  // its length when queued (the left one's follows from `right`)
+  uint32_t left() const { return uint32_t(order); }
 };
 
 // std::priority_queue pops the greatest: a candidate is "less" when it is worse.
 struct WorseCandidate {
-  bool operator()(const Candidate& a, const Candidate& b) const {
-    return a.priority != b.priority ? a.priority > b.priority : a.left > b.left;
-  }
+  bool operator()(const Candidate& a, const Candidate& b) const { return a.order > b.order; }
 };
+
+// An unsigned key that orders floats as < does, with -0 equal to +0 (they tie, as before).
+// NaN (a damaged file) sorts after everything: such a token merges last.
+uint32_t float_order(float f) {
+  if (std::isnan(f)) return std::numeric_limits<uint32_t>::max();
+  if (f == 0.f) f = 0.f;
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 }  // namespace
 
@@ -50,14 +62,14 @@ BpeMerger::BpeMerger(const std::vector<std::pair<std::string, std::string>>& mer
   }
 }
 
-bool BpeMerger::priority(std::string_view a, std::string_view b, std::string& key, double& out) const {
+bool BpeMerger::priority(std::string_view a, std::string_view b, std::string& key, uint32_t& out) const {
   if (by_rank_) {
     key.assign(a);
     key += '\0';
     key += b;
     auto it = ranks_.find(std::string_view(key));
     if (it == ranks_.end()) return false;
-    out = it->second;
+    out = uint32_t(it->second);
     return true;
   }
   key.assign(a);
@@ -65,55 +77,59 @@ bool BpeMerger::priority(std::string_view a, std::string_view b, std::string& ke
   auto it = vocab_.find(key);
   if (it == vocab_.end()) return false;
   const int32_t id = it->second;
-  out = (size_t(id) < scores_.size()) ? -double(scores_[size_t(id)]) : 0.0;
-  // A NaN score (a damaged file) would break the queue's ordering: such a token merges last.
-  if (std::isnan(out)) out = std::numeric_limits<double>::infinity();
+  out = float_order((size_t(id) < scores_.size()) ? -scores_[size_t(id)] : 0.f);  // the best score first
   return true;
 }
 
 std::vector<std::string_view> BpeMerger::merge(std::string_view word) const {
+  if (word.size() >= kNone)
+    fail("tokenizer", "a pre-token of " + std::to_string(word.size()) + " bytes is too long to BPE-merge",
+         "split the text into lines shorter than 4 GiB");
   std::vector<Symbol> sym;
   sym.reserve(word.size());
   for (size_t i = 0; i < word.size();) {
     size_t n = unicode::utf8_len((unsigned char)word[i]);
     if (i + n > word.size()) n = word.size() - i;
-    sym.push_back({i, n, sym.empty() ? kNone : sym.size() - 1, sym.size() + 1});
+    const uint32_t at = uint32_t(sym.size());
+    sym.push_back({uint32_t(i), uint32_t(n), at == 0 ? kNone : at - 1, at + 1});
     i += n;
   }
   if (sym.empty()) return {};
   sym.back().next = kNone;
-  auto text = [&](size_t i) { return word.substr(sym[i].start, sym[i].len); };
+  auto text = [&](uint32_t i) { return word.substr(sym[i].start, sym[i].len); };
 
   std::string key;
   // The candidate merge of symbol `left` with its right neighbour, if that pair can merge.
-  auto candidate = [&](size_t left, Candidate& c) {
-    const size_t right = sym[left].next;
-    c = {0.0, left, right, right == kNone ? 0 : sym[right].len};
-    return right != kNone && priority(text(left), text(right), key, c.priority);
+  auto candidate = [&](uint32_t left, Candidate& c) {
+    const uint32_t right = sym[left].next;
+    uint32_t p = 0;
+    if (right == kNone || !priority(text(left), text(right), key, p)) return false;
+    c = {uint64_t(p) << 32 | left, right, sym[right].len};
+    return true;
   };
   std::vector<Candidate> initial;
   initial.reserve(sym.size());
   Candidate c;
-  for (size_t i = 0; i + 1 < sym.size(); ++i)
+  for (uint32_t i = 0; i + 1 < sym.size(); ++i)
     if (candidate(i, c)) initial.push_back(c);
   std::priority_queue<Candidate, std::vector<Candidate>, WorseCandidate> queue(WorseCandidate{}, std::move(initial));
 
   while (!queue.empty()) {
     const Candidate best = queue.top();
     queue.pop();
-    Symbol& left = sym[best.left];
+    Symbol& left = sym[best.left()];
     Symbol& right = sym[best.right];
     if (left.len == 0 || left.next != best.right || right.len != best.right_len) continue;  // stale
     left.len += right.len;
     right.len = 0;
     left.next = right.next;
-    if (right.next != kNone) sym[right.next].prev = best.left;
+    if (right.next != kNone) sym[right.next].prev = best.left();
     if (left.prev != kNone && candidate(left.prev, c)) queue.push(c);
-    if (candidate(best.left, c)) queue.push(c);
+    if (candidate(best.left(), c)) queue.push(c);
   }
 
   std::vector<std::string_view> out;
-  for (size_t i = 0; i != kNone; i = sym[i].next) out.push_back(text(i));
+  for (uint32_t i = 0; i != kNone; i = sym[i].next) out.push_back(text(i));
   return out;
 }
 

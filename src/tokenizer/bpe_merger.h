@@ -27,9 +27,10 @@ class BpeMerger {
   std::vector<std::string_view> merge(std::string_view word) const;
 
  private:
-  // Lower is better; returns false when the pair cannot merge. `key` is scratch space, kept
-  // by the caller so that looking up a pair allocates nothing.
-  bool priority(std::string_view a, std::string_view b, std::string& key, double& out) const;
+  // Lower is better (the rank, or the score mapped to an unsigned key in reverse order);
+  // returns false when the pair cannot merge. `key` is scratch space, kept by the caller so
+  // that looking up a pair allocates nothing.
+  bool priority(std::string_view a, std::string_view b, std::string& key, uint32_t& out) const;
 
   struct ViewHash {
     using is_transparent = void;

@@ -14,6 +14,7 @@
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/util/error.h"
+#include "tokenizer/added_token_matcher.h"
 #include "tokenizer/bpe_merger.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/split_regex.h"
@@ -106,15 +107,14 @@ class PipelineTokenizer final : public Tokenizer {
       auto it = vocab_.find(name);
       byte_ids_[size_t(b)] = it == vocab_.end() ? -1 : it->second;
     }
+    std::vector<const AddedToken*> raw, normalized;
     for (const AddedToken& t : s_.added) {
       if (t.content.empty()) continue;
-      (t.normalized ? normalized_added_ : raw_added_).push_back(&t);
+      (t.normalized ? normalized : raw).push_back(&t);
       added_by_id_[t.id] = &t;
     }
-    // Longest first, so the first match at a position is the longest one.
-    auto longer = [](const AddedToken* a, const AddedToken* b) { return a->content.size() > b->content.size(); };
-    std::stable_sort(raw_added_.begin(), raw_added_.end(), longer);
-    std::stable_sort(normalized_added_.begin(), normalized_added_.end(), longer);
+    raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
+    normalized_added_ = std::make_unique<AddedTokenMatcher>(normalized);
     if (s_.kind == TokenizerKind::ByteLevelBpe) regex_ = std::make_unique<SplitRegex>(s_.pre_regex, s_.source);
     merger_ = std::make_unique<BpeMerger>(s_.merges, vocab_, s_.scores);
   }
@@ -127,11 +127,11 @@ class PipelineTokenizer final : public Tokenizer {
     }
     std::vector<int32_t> out;
     if (add_bos && bos_ >= 0) out.push_back(bos_);
-    for (const Segment& seg : split_added(text, raw_added_, parse_special)) {
+    for (const Segment& seg : split_added(text, *raw_added_, parse_special)) {
       if (seg.token) { out.push_back(seg.token->id); continue; }
       if (seg.text.empty()) continue;
       const std::string normalized = normalize(seg.text);
-      for (const Segment& inner : split_added(normalized, normalized_added_, parse_special)) {
+      for (const Segment& inner : split_added(normalized, *normalized_added_, parse_special)) {
         if (inner.token) out.push_back(inner.token->id);
         else if (!inner.text.empty()) encode_piece(inner.text, out);
       }
@@ -189,16 +189,11 @@ class PipelineTokenizer final : public Tokenizer {
   }
 
   // Finds added tokens (longest match at the earliest position) and applies lstrip/rstrip.
-  std::vector<Segment> split_added(std::string_view text, const std::vector<const AddedToken*>& tokens,
-                                   bool parse_special) const {
+  std::vector<Segment> split_added(std::string_view text, const AddedTokenMatcher& tokens, bool parse_special) const {
     std::vector<Segment> segs;
     size_t gap = 0;
     for (size_t i = 0; i < text.size();) {
-      const AddedToken* hit = nullptr;
-      for (const AddedToken* t : tokens) {
-        if (t->special && !parse_special) continue;
-        if (text.compare(i, t->content.size(), t->content) == 0) { hit = t; break; }
-      }
+      const AddedToken* hit = tokens.match(text.substr(i), parse_special);
       if (!hit) { ++i; continue; }
       std::string_view before = text.substr(gap, i - gap);
       if (hit->lstrip) before.remove_suffix(trailing_ws(before));
@@ -261,7 +256,7 @@ class PipelineTokenizer final : public Tokenizer {
   TokenizerSpec s_;
   std::unordered_map<std::string, int32_t> vocab_;
   std::array<int32_t, 256> byte_ids_{};
-  std::vector<const AddedToken*> raw_added_, normalized_added_;
+  std::unique_ptr<AddedTokenMatcher> raw_added_, normalized_added_;  // point into s_.added
   std::unordered_map<int32_t, const AddedToken*> added_by_id_;
   std::unique_ptr<SplitRegex> regex_;
   std::unique_ptr<BpeMerger> merger_;

@@ -57,10 +57,12 @@ struct Case {
 };
 
 // Encodes and decodes each line; `nfc`: the tokenizer normalizes, so NFC(text) comes back.
+// Special tokens in the text stay text: a SentencePiece normalizer prefixes "▁" to the text
+// after each one, which decoding cannot take back.
 void expect_round_trips(const nl::Tokenizer& tok, const std::vector<Case>& cases, bool nfc) {
   for (const Case& c : cases) {
     ASSERT_GE(c.text.size(), kLineBytes) << c.name;
-    const std::vector<int32_t> ids = tok.encode(c.text, /*add_bos=*/false);
+    const std::vector<int32_t> ids = tok.encode(c.text, /*add_bos=*/false, /*parse_special=*/false);
     EXPECT_GT(ids.size(), c.text.size() / 64) << c.name << ": suspiciously few tokens";
     const std::string back = tok.decode(ids);
     const std::string want = nfc ? nl::unicode::nfc(c.text) : c.text;
@@ -93,8 +95,8 @@ TEST(LongLine, SentencePieceWithMergesRoundTrips) {
   const auto tok = nl::Tokenizer::from_hf_dir(dir.string());
   const int32_t unk = tok->token_id("<unk>");
   auto representable = [&](const std::string& text) {
-    const std::vector<int32_t> ids = tok->encode(text, false);
-    return text.find("<unk>") == std::string::npos && std::find(ids.begin(), ids.end(), unk) == ids.end();
+    const std::vector<int32_t> ids = tok->encode(text, false, /*parse_special=*/false);
+    return std::find(ids.begin(), ids.end(), unk) == ids.end();
   };
   const std::string line = corpus_line(representable);
   ASSERT_FALSE(line.empty());
