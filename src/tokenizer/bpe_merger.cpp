@@ -5,6 +5,7 @@
 // pair that loop would pick.
 #include "tokenizer/bpe_merger.h"
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -51,33 +52,37 @@ uint32_t float_order(float f) {
 }  // namespace
 
 BpeMerger::BpeMerger(const std::vector<std::pair<std::string, std::string>>& merges,
-                     const std::unordered_map<std::string, int32_t>& vocab, const std::vector<float>& scores)
-    : vocab_(vocab), scores_(scores), by_rank_(!merges.empty()) {
-  ranks_.reserve(merges.size());
-  for (size_t i = 0; i < merges.size(); ++i) {
-    std::string key = merges[i].first;
-    key += '\0';
-    key += merges[i].second;
-    ranks_.emplace(std::move(key), int32_t(i));  // a repeated merge keeps its first (best) rank
+                     const std::vector<std::string>& tokens, const std::vector<float>& scores)
+    : by_rank_(!merges.empty()), table_(by_rank_ ? merges.size() : tokens.size()) {
+  if (by_rank_) {
+    std::string key;
+    for (size_t i = 0; i < merges.size(); ++i) {
+      key = merges[i].first;
+      key += '\0';
+      key += merges[i].second;
+      table_.insert(key, int32_t(i));  // a repeated merge keeps its first (best) rank
+    }
+    return;
+  }
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (tokens[id].empty()) continue;
+    const uint32_t order = float_order(id < scores.size() ? -scores[id] : 0.f);  // the best score first
+    table_.insert(tokens[id], std::bit_cast<int32_t>(order));  // a repeated text keeps its first id
   }
 }
 
 bool BpeMerger::priority(std::string_view a, std::string_view b, std::string& key, uint32_t& out) const {
+  int32_t value = 0;
   if (by_rank_) {
     key.assign(a);
     key += '\0';
     key += b;
-    auto it = ranks_.find(std::string_view(key));
-    if (it == ranks_.end()) return false;
-    out = uint32_t(it->second);
-    return true;
+    if (!table_.find(key, value)) return false;
+  } else {
+    // Neighbours are adjacent in the word, so their concatenation is a piece of it.
+    if (!table_.find(std::string_view(a.data(), a.size() + b.size()), value)) return false;
   }
-  key.assign(a);
-  key += b;
-  auto it = vocab_.find(key);
-  if (it == vocab_.end()) return false;
-  const int32_t id = it->second;
-  out = float_order((size_t(id) < scores_.size()) ? -scores_[size_t(id)] : 0.f);  // the best score first
+  out = std::bit_cast<uint32_t>(value);
   return true;
 }
 

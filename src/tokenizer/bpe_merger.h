@@ -11,35 +11,31 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
+
+#include "flat_string_table.h"  // same folder: the tests include this header by path
 
 namespace nl {
 
 class BpeMerger {
  public:
-  // With merges: priority by rank. Without: by score of the concatenation (needs scores).
-  // `vocab` and `scores` must outlive the merger.
-  BpeMerger(const std::vector<std::pair<std::string, std::string>>& merges,
-            const std::unordered_map<std::string, int32_t>& vocab, const std::vector<float>& scores);
+  // With merges: priority by rank. Without: by score of the concatenation, the token of a
+  // text being its first id in `tokens` (id -> text); an id past `scores` scores 0.
+  BpeMerger(const std::vector<std::pair<std::string, std::string>>& merges, const std::vector<std::string>& tokens,
+            const std::vector<float>& scores);
 
   // Splits `word` (valid UTF-8) into the final symbols, as views into `word`.
   std::vector<std::string_view> merge(std::string_view word) const;
 
  private:
-  // Lower is better (the rank, or the score mapped to an unsigned key in reverse order);
-  // returns false when the pair cannot merge. `key` is scratch space, kept by the caller so
-  // that looking up a pair allocates nothing.
+  // Of two neighbouring symbols: lower is better (the rank, or the score mapped to an
+  // unsigned key in reverse order); returns false when the pair cannot merge. `key` is
+  // scratch space, kept by the caller so that looking up a pair allocates nothing.
   bool priority(std::string_view a, std::string_view b, std::string& key, uint32_t& out) const;
 
-  struct ViewHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, int32_t, ViewHash, std::equal_to<>> ranks_;  // key: a + '\0' + b
-  const std::unordered_map<std::string, int32_t>& vocab_;
-  const std::vector<float>& scores_;
   bool by_rank_;
+  // By rank: a + '\0' + b -> rank. By score: token -> its order (see float_order).
+  FlatStringTable table_;
 };
 
 }  // namespace nl

@@ -17,6 +17,7 @@
 #include "tokenizer/added_token_matcher.h"
 #include "tokenizer/bpe_merger.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/flat_string_table.h"
 #include "tokenizer/split_regex.h"
 #include "tokenizer/tokenizer_spec.h"
 #include "tokenizer/unicode_text.h"
@@ -98,14 +99,13 @@ class PipelineTokenizer final : public Tokenizer {
     eog_ = s_.eog;
     add_bos_ = s_.add_bos;
     chat_template_ = s_.chat_template;
-    vocab_.reserve(s_.tokens.size());
+    vocab_ = FlatStringTable(s_.tokens.size());
     for (size_t i = 0; i < s_.tokens.size(); ++i)
-      if (!s_.tokens[i].empty()) vocab_.emplace(s_.tokens[i], int32_t(i));
+      if (!s_.tokens[i].empty()) vocab_.insert(s_.tokens[i], int32_t(i));  // a repeated text keeps its first id
     for (int b = 0; b < 256; ++b) {
       char name[8];
       std::snprintf(name, sizeof name, "<0x%02X>", b);
-      auto it = vocab_.find(name);
-      byte_ids_[size_t(b)] = it == vocab_.end() ? -1 : it->second;
+      byte_ids_[size_t(b)] = id_of(name);
     }
     std::vector<const AddedToken*> raw, normalized;
     for (const AddedToken& t : s_.added) {
@@ -116,7 +116,7 @@ class PipelineTokenizer final : public Tokenizer {
     raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
     normalized_added_ = std::make_unique<AddedTokenMatcher>(normalized);
     if (s_.kind == TokenizerKind::ByteLevelBpe) regex_ = std::make_unique<SplitRegex>(s_.pre_regex, s_.source);
-    merger_ = std::make_unique<BpeMerger>(s_.merges, vocab_, s_.scores);
+    merger_ = std::make_unique<BpeMerger>(s_.merges, s_.tokens, s_.scores);
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const override {
@@ -172,10 +172,7 @@ class PipelineTokenizer final : public Tokenizer {
   std::string token_text(int32_t id) const override {
     return (id >= 0 && size_t(id) < s_.tokens.size()) ? s_.tokens[size_t(id)] : std::string();
   }
-  int32_t token_id(const std::string& text) const override {
-    auto it = vocab_.find(text);
-    return it == vocab_.end() ? -1 : it->second;
-  }
+  int32_t token_id(const std::string& text) const override { return id_of(text); }
   bool is_special(int32_t id) const override {
     if (id < 0 || size_t(id) >= s_.types.size()) return false;
     return s_.types[size_t(id)] == kTokControl || s_.types[size_t(id)] == kTokUnknown;
@@ -184,6 +181,11 @@ class PipelineTokenizer final : public Tokenizer {
   void write_gguf(GgufWriter& w) const override;
 
  private:
+  int32_t id_of(std::string_view text) const {
+    int32_t id = -1;
+    return vocab_.find(text, id) ? id : -1;
+  }
+
   bool byte_fallback_usable() const {
     return s_.byte_fallback && std::all_of(byte_ids_.begin(), byte_ids_.end(), [](int32_t i) { return i >= 0; });
   }
@@ -229,13 +231,11 @@ class PipelineTokenizer final : public Tokenizer {
 
   void encode_word(std::string_view word, std::vector<int32_t>& out) const {
     if (s_.ignore_merges) {
-      auto it = vocab_.find(std::string(word));
-      if (it != vocab_.end()) { out.push_back(it->second); return; }
+      if (int32_t id = id_of(word); id >= 0) { out.push_back(id); return; }
     }
     bool prev_unk = false;
     for (std::string_view sym : merger_->merge(word)) {
-      auto it = vocab_.find(std::string(sym));
-      if (it != vocab_.end()) { out.push_back(it->second); prev_unk = false; continue; }
+      if (int32_t id = id_of(sym); id >= 0) { out.push_back(id); prev_unk = false; continue; }
       if (s_.byte_fallback) {
         bool all = true;
         for (unsigned char b : sym) all = all && byte_ids_[b] >= 0;
@@ -254,7 +254,7 @@ class PipelineTokenizer final : public Tokenizer {
   }
 
   TokenizerSpec s_;
-  std::unordered_map<std::string, int32_t> vocab_;
+  FlatStringTable vocab_;  // text -> id (a flat table: encoding looks up every symbol)
   std::array<int32_t, 256> byte_ids_{};
   std::unique_ptr<AddedTokenMatcher> raw_added_, normalized_added_;  // point into s_.added
   std::unordered_map<int32_t, const AddedToken*> added_by_id_;
@@ -295,10 +295,10 @@ void PipelineTokenizer::write_gguf(GgufWriter& w) const {
       scores.assign(s_.tokens.size(), 0.f);
       std::vector<char> seen(s_.tokens.size(), 0);
       for (size_t r = 0; r < s_.merges.size(); ++r) {
-        auto it = vocab_.find(s_.merges[r].first + s_.merges[r].second);
-        if (it != vocab_.end() && !seen[size_t(it->second)]) {
-          scores[size_t(it->second)] = -float(r + 1);
-          seen[size_t(it->second)] = 1;
+        const int32_t id = id_of(s_.merges[r].first + s_.merges[r].second);
+        if (id >= 0 && !seen[size_t(id)]) {
+          scores[size_t(id)] = -float(r + 1);
+          seen[size_t(id)] = 1;
         }
       }
     }

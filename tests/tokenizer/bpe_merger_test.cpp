@@ -25,10 +25,14 @@ namespace {
 // What a merger is built from (the tokenizer's spec holds the same three things).
 struct Rules {
   std::vector<std::pair<std::string, std::string>> merges;  // empty: merge by score
-  std::unordered_map<std::string, int32_t> vocab;
+  std::vector<std::string> tokens;                          // id -> text
+  std::unordered_map<std::string, int32_t> vocab;           // text -> first id
   std::vector<float> scores;
 
-  void add_token(const std::string& t) { vocab.emplace(t, int32_t(vocab.size())); }
+  void add_token(const std::string& t) {
+    vocab.emplace(t, int32_t(tokens.size()));
+    tokens.push_back(t);
+  }
 };
 
 // The reference: the merge loop as it was before the priority queue (quadratic).
@@ -80,13 +84,13 @@ std::vector<std::string> queue_merge(const nl::BpeMerger& merger, std::string_vi
   return out;
 }
 std::vector<std::string> queue_merge(const Rules& r, std::string_view word) {
-  return queue_merge(nl::BpeMerger(r.merges, r.vocab, r.scores), word);
+  return queue_merge(nl::BpeMerger(r.merges, r.tokens, r.scores), word);
 }
 
 // Splits each word with both; returns how many splits differ (each one reported).
 int count_different_splits(const Rules& r, const std::vector<std::string>& words, const std::string& what) {
   const ReferenceMerger reference(r);
-  const nl::BpeMerger merger(r.merges, r.vocab, r.scores);
+  const nl::BpeMerger merger(r.merges, r.tokens, r.scores);
   int differ = 0;
   for (const std::string& word : words) {
     const std::vector<std::string> want = reference.merge(word), got = queue_merge(merger, word);
@@ -133,7 +137,7 @@ Rules random_score_rules(std::mt19937& rng, size_t n_tokens, size_t n_letters, i
   Rules r;
   std::vector<std::string> tokens(kAlphabet.begin(), kAlphabet.begin() + long(n_letters));
   for (const std::string& t : tokens) r.add_token(t);
-  while (r.vocab.size() < n_tokens) {
+  while (r.tokens.size() < n_tokens) {
     std::uniform_int_distribution<size_t> pick(0, tokens.size() - 1);
     std::string t = tokens[pick(rng)];
     const int parts = std::uniform_int_distribution<int>(1, 3)(rng);
@@ -143,7 +147,7 @@ Rules random_score_rules(std::mt19937& rng, size_t n_tokens, size_t n_letters, i
     tokens.push_back(t);
   }
   std::uniform_int_distribution<int> level(-levels, 0);
-  r.scores.resize(r.vocab.size());
+  r.scores.resize(r.tokens.size());
   for (float& s : r.scores) s = float(level(rng));
   if (short_scores) r.scores.resize(r.scores.size() * 3 / 4);
   return r;
@@ -177,8 +181,8 @@ std::vector<std::string> test_words(std::mt19937& rng, const std::vector<std::st
 
 std::vector<std::string> token_list(const Rules& r) {
   std::vector<std::string> tokens;
-  for (const auto& [t, id] : r.vocab) tokens.push_back(t);
-  std::sort(tokens.begin(), tokens.end());  // the map's order is not the same on every platform
+  for (const std::string& t : r.tokens)
+    if (!t.empty()) tokens.push_back(t);
   return tokens;
 }
 
@@ -254,6 +258,14 @@ TEST(BpeMerger, LeftmostOfEqualPairsMergesFirst) {
   EXPECT_EQ(queue_merge(score, "aaaaa"), (std::vector<std::string>{"aa", "aa", "a"}));
 }
 
+TEST(BpeMerger, ARepeatedTokenTextScoresAsItsFirstId) {
+  Rules r;
+  for (const char* t : {"a", "b", "ab", "ba", "ab"}) r.add_token(t);
+  r.scores = {0.f, 0.f, -5.f, -2.f, 0.f};  // "ab" is id 2 (score -5), not id 4 (score 0)
+  EXPECT_EQ(queue_merge(r, "aba"), (std::vector<std::string>{"a", "ba"}));
+  EXPECT_EQ(queue_merge(r, "aba"), ReferenceMerger(r).merge("aba"));
+}
+
 TEST(BpeMerger, NanScoresStillEndAndKeepEveryByte) {
   // A damaged file can hold NaN scores; merging must still end and lose nothing.
   Rules r;
@@ -293,7 +305,12 @@ TEST(BpeMerger, SplitsLikeThePlainLoopWithStories260KScores) {
 Rules rules_from_tokenizer_json(const fs::path& path) {
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
   Rules r;
-  for (const auto& [t, id] : j.at("model").at("vocab").items()) r.vocab.emplace(t, id.get<int32_t>());
+  for (const auto& [t, id] : j.at("model").at("vocab").items()) {
+    const size_t i = id.get<size_t>();
+    if (i >= r.tokens.size()) r.tokens.resize(i + 1);
+    r.tokens[i] = t;
+    r.vocab.emplace(t, int32_t(i));
+  }
   for (const nlohmann::json& m : j.at("model").at("merges")) {
     if (m.is_string()) {
       const std::string s = m.get<std::string>();
