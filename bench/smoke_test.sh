@@ -57,7 +57,7 @@ case "${1:-}" in
     (( ${#toks[@]} )) || { echo "skipped: no tokenizer in $models or tools/js/node_modules"; exit 77; }
     "$2" "${toks[@]}" --sizes 1K,2K --jsonl "$out/tokenize.jsonl"
     # tokenizers x 5 kinds of text x 2 sizes
-    check "$out/tokenize.jsonl" $(( ${#toks[@]} / 2 * 5 * 2 )) bytes seconds tokens s_per_mb
+    check "$out/tokenize.jsonl" $(( ${#toks[@]} / 2 * 5 * 2 )) bytes seconds cpu_seconds tokens s_per_mb
     ;;
   *) echo "usage: bench/smoke_test.sh products NL_BENCH_PRODUCTS | torch | tokenize NL_BENCH_TOKENIZE_LONG" >&2; exit 2 ;;
 esac

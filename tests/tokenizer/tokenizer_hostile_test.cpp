@@ -2,6 +2,8 @@
 // and the problem, never a crash (this file also runs under ASan/UBSan, see tests/CMakeLists.txt).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
@@ -100,6 +102,31 @@ TEST(TokenizerHostile, BadTokenizerJson) {
   write_text(tmp / "tokenizer.json", pre + "{\"a\": 0}, \"merges\": []}}");
   write_text(tmp / "tokenizer_config.json", "{\"bos_token\": 7, \"chat_template\": [1]");
   EXPECT_THROW(nl::Tokenizer::from_hf_dir(tmp.path.string()), nl::Error);
+}
+
+TEST(TokenizerHostile, NonFiniteScoresRepeatedTokensAndALongLine) {
+  // NaN and infinite scores, a token text given twice, added tokens that overlap: a long
+  // line of these letters and invalid bytes still encodes (every id in range) and the
+  // letters decode back.
+  using V = nl::GgufValue;
+  TempDir tmp;
+  const std::string path = (tmp / "hostile.gguf").string();
+  nl::GgufWriter w;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  w.set("tokenizer.ggml.model", V::str("llama"));
+  w.set("tokenizer.ggml.tokens", V::str_array({"<unk>", "<s>", "</s>", "a", "b", "ab", "ab", "ba", "aa", "<s", "\xE2\x96\x81"}));
+  w.set("tokenizer.ggml.scores", V::f32_array({0, 0, 0, 0, 0, nan, -inf, inf, -nan, 0, 0}));
+  w.set("tokenizer.ggml.token_type", V::i32_array({2, 3, 3, 1, 1, 1, 1, 1, 1, 4, 1}));
+  w.set("tokenizer.ggml.unknown_token_id", V::u32(0));
+  w.write(path);
+  const auto tok = nl::Tokenizer::from_gguf(*nl::GgufFile::open(path));
+  std::string line;
+  for (int i = 0; i < 60000; ++i) line += "ab\xFF<s>ba<"[i * 7919 % 11];
+  const std::vector<int32_t> ids = tok->encode(line, true);
+  ASSERT_FALSE(ids.empty());
+  for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->vocab_size()) << id;
+  const std::string letters(20000, 'a');
+  EXPECT_EQ(tok->decode(tok->encode(letters + "b" + letters, false)), letters + "b" + letters);
 }
 
 }  // namespace
