@@ -22,6 +22,7 @@
 
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "../src/tokenizer/unicode_text.h"  // the library's UTF-8 encoder (internal header)
 
 namespace fs = std::filesystem;
 
@@ -67,24 +68,6 @@ size_t parse_size(const std::string& s) {
   return size_t(v);
 }
 
-void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += char(c);
-  } else if (c < 0x800) {
-    out += char(0xC0 | (c >> 6));
-    out += char(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += char(0xE0 | (c >> 12));
-    out += char(0x80 | ((c >> 6) & 0x3F));
-    out += char(0x80 | (c & 0x3F));
-  } else {
-    out += char(0xF0 | (c >> 18));
-    out += char(0x80 | ((c >> 12) & 0x3F));
-    out += char(0x80 | ((c >> 6) & 0x3F));
-    out += char(0x80 | (c & 0x3F));
-  }
-}
-
 // One line (no '\n' or '\r') of about `bytes` bytes, cut at a character boundary.
 std::string make_line(const std::string& kind, size_t bytes) {
   std::mt19937 rng(1234);
@@ -109,7 +92,7 @@ std::string make_line(const std::string& kind, size_t bytes) {
     std::uniform_int_distribution<size_t> which(0, std::size(ranges) - 1);
     while (s.size() < bytes) {
       const auto [lo, hi] = ranges[which(rng)];
-      append_utf8(s, char32_t(std::uniform_int_distribution<uint32_t>(lo, hi)(rng)));
+      nl::unicode::append_utf8(s, char32_t(std::uniform_int_distribution<uint32_t>(lo, hi)(rng)));
     }
   } else if (kind == "random-bytes") {
     // Mostly invalid UTF-8: the tokenizer replaces each bad byte with U+FFFD first.

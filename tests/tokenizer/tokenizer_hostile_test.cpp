@@ -121,7 +121,8 @@ TEST(TokenizerHostile, NonFiniteScoresRepeatedTokensAndALongLine) {
   w.write(path);
   const auto tok = nl::Tokenizer::from_gguf(*nl::GgufFile::open(path));
   std::string line;
-  for (int i = 0; i < 60000; ++i) line += "ab\xFF<s>ba<"[i * 7919 % 11];
+  const std::string_view pieces = "ab\xFF<s>ba<";
+  for (size_t i = 0; i < 60000; ++i) line += pieces[i * 7919 % pieces.size()];
   const std::vector<int32_t> ids = tok->encode(line, true);
   ASSERT_FALSE(ids.empty());
   for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok->vocab_size()) << id;
