@@ -186,31 +186,38 @@ std::vector<std::string> token_list(const Rules& r) {
   return tokens;
 }
 
-TEST(BpeMerger, RankMergesSplitLikeThePlainLoopOnRandomRules) {
-  std::mt19937 rng(20261206);
+// 60 random rule sets, `make(rng, trial, letters)` building each, with words of 400 to 1580
+// characters over the first `letters` letters; returns how many splits differ.
+template <class MakeRules>
+int differing_splits_over_random_rules(uint32_t seed, const std::string& label, MakeRules make) {
+  std::mt19937 rng(seed);
   int mismatches = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const size_t letters = 2 + size_t(trial) % (kAlphabet.size() - 1);
-    const Rules r = random_rank_rules(rng, 10 + size_t(trial) * 8, letters);
+    const Rules r = make(rng, trial, letters);
     const std::vector<std::string> alphabet(kAlphabet.begin(), kAlphabet.begin() + long(letters));
     mismatches += count_different_splits(r, test_words(rng, alphabet, token_list(r), 400 + size_t(trial) * 20),
-                                         "rank trial " + std::to_string(trial));
+                                         label + " trial " + std::to_string(trial));
   }
-  EXPECT_EQ(mismatches, 0);
+  return mismatches;
+}
+
+TEST(BpeMerger, RankMergesSplitLikeThePlainLoopOnRandomRules) {
+  EXPECT_EQ(differing_splits_over_random_rules(20261206, "rank",
+                                               [](std::mt19937& rng, int trial, size_t letters) {
+                                                 return random_rank_rules(rng, 10 + size_t(trial) * 8, letters);
+                                               }),
+            0);
 }
 
 TEST(BpeMerger, ScoreMergesSplitLikeThePlainLoopOnRandomRulesWithManyTies) {
-  std::mt19937 rng(7);
-  int mismatches = 0;
-  for (int trial = 0; trial < 60; ++trial) {
-    const size_t letters = 2 + size_t(trial) % (kAlphabet.size() - 1);
-    const int levels = trial % 3 == 0 ? 0 : trial % 3 == 1 ? 2 : 1000;  // 0: every score ties
-    const Rules r = random_score_rules(rng, letters + 5 + size_t(trial) * 6, letters, levels, trial % 4 == 3);
-    const std::vector<std::string> alphabet(kAlphabet.begin(), kAlphabet.begin() + long(letters));
-    mismatches += count_different_splits(r, test_words(rng, alphabet, token_list(r), 400 + size_t(trial) * 20),
-                                         "score trial " + std::to_string(trial));
-  }
-  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(differing_splits_over_random_rules(7, "score",
+                                               [](std::mt19937& rng, int trial, size_t letters) {
+                                                 const int levels = trial % 3 == 0 ? 0 : trial % 3 == 1 ? 2 : 1000;  // 0: all tie
+                                                 return random_score_rules(rng, letters + 5 + size_t(trial) * 6, letters,
+                                                                           levels, trial % 4 == 3);
+                                               }),
+            0);
 }
 
 TEST(BpeMerger, BytesThatAreNotUtf8SplitLikeThePlainLoop) {
