@@ -439,7 +439,8 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
         load_heldout(run_ / "heldout.jsonl", *model->tokenizer, run_info.at("settings").value("seq_len", int64_t{512}), n_skipped);
     ev["heldout_items"] = held.examples.size();
     ev["heldout_skipped"] = n_skipped;
-    if (have_candidate && !held.examples.empty()) {
+    // A diverged run is not published whatever it scores: no need to score it.
+    if (have_candidate && !diverged && !held.examples.empty()) {
       log_("scoring the candidate and the " + std::string(current_at_eval.empty() ? "base model" : "current adapter") +
            " on " + std::to_string(held.examples.size()) + " held-out items");
       const LoraAdapter cand = load_adapter(cand_dir.string(), *model);

@@ -1,7 +1,6 @@
 // The nightly job's state from its folder (see nightly_status.h).
 #include "nightlora/eval/nightly_status.h"
 
-#include <cstdio>
 #include <filesystem>
 
 #include "nightlora/eval/nightly.h"
@@ -69,11 +68,7 @@ std::string nightly_status_text(const json& s) {
                                                                             : s.value("current", std::string())) + "\n";
   for (const json& r : s.at("runs")) {
     t += "run " + r.value("run", std::string()) + ": " + r.value("state", std::string());
-    if (r.contains("candidate_loss")) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, " (held-out loss %.4f vs %.4f)", r.value("candidate_loss", 0.0), r.value("current_loss", 0.0));
-      t += buf;
-    }
+    // The reason says the scores when there are any.
     if (!r.value("reason", std::string()).empty()) t += ": " + r.value("reason", std::string());
     t += "\n";
   }

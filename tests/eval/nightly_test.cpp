@@ -186,6 +186,27 @@ TEST(Nightly, KilledJobOrChildContinuesToTheSameAdapter) {
   }
 }
 
+TEST(Nightly, AnOverlongProfileItemIsSkippedNotFatal) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir tmp;
+  const fs::path data = make_user(tmp / "user", 11);
+  // One early profile item with a ~2,000-character description: its tag falls outside
+  // --seq-len, so `train` would reject the line; the job skips it and says so.
+  json q = json::parse(nltest::read_text(data / "questions.json"));
+  std::string long_description;
+  while (long_description.size() < 2000) long_description += "a very long description of the movie ";
+  for (json& question : q) question["profile"][0]["description"] = long_description;
+  nltest::write_text(data / "questions.json", q.dump());
+  const fs::path out = tmp / "job";
+  nltest::CmdResult r = nltest::run_cli(nightly_args(model, data, out, "--iters 4 --no-report --seq-len 256"));
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("skipped 1 profile item"), std::string::npos) << r.out;
+  const json run = json::parse(nltest::read_text(out / "runs/0001/run.json"));
+  EXPECT_EQ(run["data"]["skipped"]["unusable"], 1);
+  EXPECT_EQ(run["data"]["train_items"], 30 - 8 - 1);
+  EXPECT_TRUE(fs::exists(out / "runs/0001/decision.json"));
+}
+
 TEST(Nightly, BadInputFailsClearlyBeforeWriting) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
