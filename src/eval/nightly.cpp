@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nightlora/eval/heldout_loss.h"
+#include "nightlora/eval/nightly_user_data.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
@@ -148,16 +149,11 @@ int64_t planned_steps(const fs::path& train_dir) {
   std::error_code ec;
   const fs::path log = train_dir / "log.jsonl";
   if (!fs::exists(log, ec)) return 0;
-  const std::string text = read_file(log.string());
   int64_t total = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    json row = json::parse(text.substr(pos, end - pos), nullptr, false);
+  for_each_line(read_file(log.string()), [&](const std::string& line, int64_t) {
+    json row = json::parse(line, nullptr, false);
     if (row.is_object() && row.value("type", "") == "train") total = row.value("total", int64_t{0});
-    pos = end + 1;
-  }
+  });
   return total;
 }
 
@@ -178,23 +174,14 @@ Dataset load_heldout(const fs::path& path, const Tokenizer& tok, int64_t seq_len
   dopt.max_tokens = seq_len;
   Dataset d;
   d.source = path.string();
-  const std::string text = read_file(path.string());
-  size_t pos = 0;
-  int64_t line_no = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
-    ++line_no;
-    if (line.empty()) continue;
+  for_each_line(read_file(path.string()), [&](const std::string& line, int64_t line_no) {
     try {
       Dataset one = parse_jsonl_dataset(line, path.string() + ":" + std::to_string(line_no), tok, dopt);
       for (Example& e : one.examples) d.examples.push_back(std::move(e));
     } catch (const Error&) {
       ++n_skipped;
     }
-  }
+  });
   return d;
 }
 

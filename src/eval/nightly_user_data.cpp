@@ -76,7 +76,6 @@ std::optional<DataFormat> format_of(const json& j) {
 
 struct Line {
   UserItem item;
-  int64_t order = 0;  // position over all files, for a stable time order
 };
 
 }  // namespace
@@ -91,25 +90,15 @@ UserData read_user_data(const std::string& path, const std::string& ts_key, cons
   std::vector<Line> lines;
   for (const fs::path& file : data_files(path)) {
     ++d.n_files;
-    const std::string text = read_file(file.string());
-    size_t pos = 0;
-    int64_t line_no = 0;
-    while (pos < text.size()) {
-      size_t end = text.find('\n', pos);
-      if (end == std::string::npos) end = text.size();
-      const std::string line = text.substr(pos, end - pos);
-      pos = end + 1;
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    for_each_line(read_file(file.string()), [&](const std::string& line, int64_t line_no) {
       ++d.n_lines;
       const std::string where = file.filename().string() + ":" + std::to_string(line_no);
       json j = json::parse(line, nullptr, false);
       if (j.is_discarded() || !j.is_object()) {
         skip(d.n_malformed, where, "not a JSON object");
-        continue;
+        return;
       }
       Line l;
-      l.order = static_cast<int64_t>(lines.size());
       l.item.where = where;
       if (j.contains(ts_key)) {
         const json& t = j[ts_key];
@@ -117,19 +106,19 @@ UserData read_user_data(const std::string& path, const std::string& ts_key, cons
         else if (t.is_string()) l.item.time = parse_iso8601(t.get<std::string>());
         if (!l.item.time || !std::isfinite(*l.item.time)) {
           skip(d.n_malformed, where, "\"" + ts_key + "\" is neither Unix seconds nor an ISO 8601 time");
-          continue;
+          return;
         }
         j.erase(ts_key);
       }
       const std::optional<DataFormat> f = format_of(j);
       if (!f) {
         skip(d.n_malformed, where, "has none of the keys text, prompt/completion, messages");
-        continue;
+        return;
       }
       l.item.format = *f;
       l.item.json = j.dump();
       lines.push_back(std::move(l));
-    }
+    });
   }
   // The main format: the most common one (training reads one format per file).
   std::map<DataFormat, int64_t> count;
@@ -186,6 +175,19 @@ std::string training_line_problem(const std::string& line, const std::string& wh
     return "";
   } catch (const Error& e) {
     return e.what();
+  }
+}
+
+void for_each_line(const std::string& text, const std::function<void(const std::string& line, int64_t line_no)>& fn) {
+  size_t pos = 0;
+  int64_t line_no = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") != std::string::npos) fn(line, line_no);
   }
 }
 

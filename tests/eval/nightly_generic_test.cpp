@@ -62,13 +62,18 @@ std::string greedy_story(const fs::path& model, const std::string& adapter_flag)
   return g.out;
 }
 
+// Night 1 on 30 stories: trains 30 steps and (the tests check) publishes.
+void first_night(const fs::path& model, const fs::path& data, const fs::path& out) {
+  write_stories(data / "day1.jsonl", 0, 30);
+  nltest::CmdResult r1 = nltest::run_cli(nightly_args(model, data, out, "--iters 30"));
+  ASSERT_EQ(r1.rc, 0) << r1.out << r1.err;
+}
+
 TEST(NightlyGeneric, NightOnePublishesTheUsersCharacterNightTwoContinuesFromIt) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
   const fs::path data = tmp / "app", out = tmp / "job";
-  write_stories(data / "day1.jsonl", 0, 30);
-  nltest::CmdResult r1 = nltest::run_cli(nightly_args(model, data, out, "--iters 30"));
-  ASSERT_EQ(r1.rc, 0) << r1.out << r1.err;
+  ASSERT_NO_FATAL_FAILURE(first_night(model, data, out));
   const json d1 = decision(out, "0001");
   ASSERT_EQ(d1["outcome"], "published") << d1.dump(1);
   EXPECT_EQ(d1["heldout_items"], 6);  // 20% of 30
@@ -117,9 +122,7 @@ TEST(NightlyGeneric, NeverPublishesWorseAndSaysWhy) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
   const fs::path data = tmp / "app", out = tmp / "job";
-  write_stories(data / "stories.jsonl", 0, 30);
-  nltest::CmdResult r = nltest::run_cli(nightly_args(model, data, out, "--iters 30"));
-  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  ASSERT_NO_FATAL_FAILURE(first_night(model, data, out));
   ASSERT_EQ(current_target(out), "adapters/0001");
   struct Case {
     std::string args, run, why;

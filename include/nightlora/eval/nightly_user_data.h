@@ -12,6 +12,7 @@
 // within the sequence length. Over-long lines are kept (training truncates them) and counted.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,9 @@ UserSplit split_user_items(const std::vector<UserItem>& items, int64_t holdout, 
 // Returns "" when it does (adds 1 to *truncated when it is cut to opt.max_tokens), else why not.
 std::string training_line_problem(const std::string& line, const std::string& where, const Tokenizer& tok,
                                   const DataOptions& opt, int64_t* truncated = nullptr);
+
+// Calls fn(line, line number from 1) for every line of `text` that is not blank.
+void for_each_line(const std::string& text, const std::function<void(const std::string& line, int64_t line_no)>& fn);
 
 // Items as JSONL text, one per line.
 std::string user_items_jsonl(const std::vector<UserItem>& items);
