@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nightlora/eval/nightly.h"
+#include "nightly_test_helpers.h"
 #include "test_util.h"
 
 namespace {
@@ -193,17 +194,6 @@ TEST(NightlyGeneric, FailingRunIsAbandonedSettingsChangeAndResetStartFresh) {
   EXPECT_FALSE(fs::exists(out / "current"));
 }
 
-// Waits (up to a minute) until `dir` holds a checkpoint.
-bool wait_for_checkpoint(const fs::path& dir) {
-  for (int i = 0; i < 600; ++i) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec))
-      if (e.path().extension() == ".nlck") return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
@@ -219,7 +209,7 @@ TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   const std::string script = cmd + " > " + nltest::shq((tmp / "job.log").string()) + " 2>&1 & echo $! > " +
                              nltest::shq((tmp / "pid").string()) + "; wait $!; echo $? > " + nltest::shq((tmp / "rc").string());
   nltest::run_cmd("sh -c " + nltest::shq(script) + " > /dev/null 2>&1 &");
-  ASSERT_TRUE(wait_for_checkpoint(out / "runs/0001/train/checkpoints")) << nltest::read_text(tmp / "job.log");
+  ASSERT_TRUE(nightly_test::wait_for_checkpoint(out)) << nltest::read_text(tmp / "job.log");
   const pid_t job = static_cast<pid_t>(std::stol(nltest::read_text(tmp / "pid")));
   ::kill(job, SIGINT);  // to the job alone: it must pass the stop on to its training child
   for (int i = 0; i < 600 && !fs::exists(tmp / "rc"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -18,6 +18,7 @@
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/modelio/model.h"
+#include "nightly_test_helpers.h"
 #include "test_util.h"
 
 namespace {
@@ -128,17 +129,6 @@ TEST(Nightly, ReplacesAWorseCurrentAdapter) {
   EXPECT_TRUE(fs::exists(out / "adapters/bad/adapter_model.safetensors"));  // never deleted
 }
 
-// Waits (up to a minute) until the run's training has written a checkpoint.
-bool wait_for_checkpoint(const fs::path& out) {
-  for (int i = 0; i < 600; ++i) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(out / "runs/0001/train/checkpoints", ec))
-      if (e.path().extension() == ".nlck") return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
 TEST(Nightly, KilledJobOrChildContinuesToTheSameAdapter) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
@@ -155,7 +145,7 @@ TEST(Nightly, KilledJobOrChildContinuesToTheSameAdapter) {
     nltest::CmdResult bg = nltest::run_cmd(cmd + " > " + nltest::shq((tmp / (victim + ".log")).string()) +
                                            " 2>&1 & echo $!");
     const pid_t job = static_cast<pid_t>(std::stol(bg.out));
-    ASSERT_TRUE(wait_for_checkpoint(out)) << nltest::read_text(tmp / (victim + ".log"));
+    ASSERT_TRUE(nightly_test::wait_for_checkpoint(out)) << nltest::read_text(tmp / (victim + ".log"));
     if (victim == "job") {
       // SIGKILL of the job: its training child gets SIGTERM (parent-death signal) and stops
       // with a checkpoint; the next job waits for it through the lock.
