@@ -194,6 +194,36 @@ TEST(NightlyGeneric, FailingRunIsAbandonedSettingsChangeAndResetStartFresh) {
   EXPECT_FALSE(fs::exists(out / "current"));
 }
 
+// Starts `nightly ARGS` in the background, waits until its run is training (`ready`: a
+// checkpoint exists and the job's output shows the child), sends `sig` to the job alone (it
+// must pass the stop on to its training child) and returns its exit code and output.
+struct Stopped {
+  int rc = -1;
+  std::string log;
+};
+Stopped stop_while_training(const std::string& args, const fs::path& out, const fs::path& tmp, int sig) {
+  const std::string tag = std::to_string(sig);
+  const fs::path log = tmp / ("job" + tag + ".log"), pid = tmp / ("pid" + tag), rc = tmp / ("rc" + tag);
+  // sh runs nightly in the background, keeps its PID, waits for it and keeps $?.
+  const std::string script = nltest::shq(NL_CLI_PATH) + " " + args + " > " + nltest::shq(log.string()) +
+                             " 2>&1 & echo $! > " + nltest::shq(pid.string()) + "; wait $!; echo $? > " +
+                             nltest::shq(rc.string());
+  nltest::run_cmd("sh -c " + nltest::shq(script) + " > /dev/null 2>&1 &");
+  Stopped s;
+  bool training = false;
+  for (int i = 0; i < 600 && !training; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    training = fs::exists(log) && nltest::read_text(log).find("training in a child process") != std::string::npos;
+  }
+  EXPECT_TRUE(training && nightly_test::wait_for_checkpoint(out)) << nltest::read_text(log);
+  ::kill(static_cast<pid_t>(std::stol(nltest::read_text(pid))), sig);
+  for (int i = 0; i < 600 && !fs::exists(rc); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  s.rc = std::stoi(nltest::read_text(rc));
+  s.log = nltest::read_text(log);
+  return s;
+}
+
 TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
@@ -204,22 +234,11 @@ TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   ASSERT_EQ(ref.rc, 0) << ref.out << ref.err;
 
   const fs::path out = tmp / "job";
-  // In the background, with its exit code kept: sh runs nightly, waits for it, writes $?.
-  const std::string cmd = nltest::shq(NL_CLI_PATH) + " " + nightly_args(model, data, out, args);
-  const std::string script = cmd + " > " + nltest::shq((tmp / "job.log").string()) + " 2>&1 & echo $! > " +
-                             nltest::shq((tmp / "pid").string()) + "; wait $!; echo $? > " + nltest::shq((tmp / "rc").string());
-  nltest::run_cmd("sh -c " + nltest::shq(script) + " > /dev/null 2>&1 &");
-  ASSERT_TRUE(nightly_test::wait_for_checkpoint(out)) << nltest::read_text(tmp / "job.log");
-  const pid_t job = static_cast<pid_t>(std::stol(nltest::read_text(tmp / "pid")));
-  ::kill(job, SIGINT);  // to the job alone: it must pass the stop on to its training child
-  for (int i = 0; i < 600 && !fs::exists(tmp / "rc"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const std::string log = nltest::read_text(tmp / "job.log");
-  ASSERT_EQ(std::stoi(nltest::read_text(tmp / "rc")), 130) << log;
-  EXPECT_NE(log.find("stopped by SIGINT: training saved at step"), std::string::npos) << log;
-  EXPECT_NE(log.find("the same command continues run 0001"), std::string::npos) << log;
+  const Stopped s = stop_while_training(nightly_args(model, data, out, args), out, tmp.path, SIGINT);
+  ASSERT_EQ(s.rc, 130) << s.log;
+  EXPECT_NE(s.log.find("stopped by SIGINT: training saved at step"), std::string::npos) << s.log;
+  EXPECT_NE(s.log.find("the same command continues run 0001"), std::string::npos) << s.log;
   EXPECT_FALSE(fs::exists(out / "runs/0001/decision.json"));
-  EXPECT_NE(nltest::read_text(out / "runs/0001/train.out").find("stop"), std::string::npos);
 
   nltest::CmdResult again = nltest::run_cli(nightly_args(model, data, out, args));
   ASSERT_EQ(again.rc, 0) << again.out << again.err;
@@ -227,6 +246,23 @@ TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   EXPECT_EQ(nltest::read_text(out / "runs/0001/candidate/adapter_model.safetensors"),
             nltest::read_text(tmp / "ref/runs/0001/candidate/adapter_model.safetensors"));
   EXPECT_EQ(decision(out, "0001")["outcome"], decision(tmp / "ref", "0001")["outcome"]);
+}
+
+TEST(NightlyGeneric, SigtermAndSighupStopWithTheirExitCodes) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir tmp;
+  const fs::path data = tmp / "app", out = tmp / "job";
+  write_stories(data / "stories.jsonl", 0, 30);
+  const std::string args = nightly_args(model, data, out, "--iters 60 --save-every 2");
+  for (const auto& [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGHUP, "SIGHUP"}}) {
+    SCOPED_TRACE(name);
+    const Stopped s = stop_while_training(args, out, tmp.path, sig);
+    EXPECT_EQ(s.rc, 128 + sig) << s.log;
+    EXPECT_NE(s.log.find(std::string("stopped by ") + name + ": "), std::string::npos) << s.log;
+  }
+  nltest::CmdResult again = nltest::run_cli(args);
+  ASSERT_EQ(again.rc, 0) << again.out << again.err;
+  EXPECT_EQ(decision(out, "0001")["train_steps"], 60);
 }
 
 // Bytes of the regular files under `dir` whose path contains `part`, hard links once.
