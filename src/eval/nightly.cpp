@@ -405,17 +405,17 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
   // 3. candidate: the newest checkpoint's adapter (none when training diverged before one).
   const fs::path cand_dir = run_ / "candidate";
   const fs::path train_dir = run_ / "train";
-  if (!fs::exists(cand_dir / "adapter_model.safetensors")) {
+  if (!fs::exists(cand_dir / "adapter_config.json")) {
     Checkpoint ck;
     if (newest_checkpoint(train_dir, &ck)) {
       fs::create_directories(cand_dir);
       if (o_.gguf) save_adapter_gguf(ck.state.adapter, *model, (cand_dir / "adapter.gguf").string());
-      save_adapter_peft(ck.state.adapter, *model, cand_dir.string());  // the safetensors file last: the marker
+      save_adapter_peft(ck.state.adapter, *model, cand_dir.string());  // adapter_config.json last: the marker
     } else if (!diverged) {
       fail(train_dir.string(), "training left no checkpoint", "see " + (run_ / "train.out").string());
     }
   }
-  const bool have_candidate = fs::exists(cand_dir / "adapter_model.safetensors");
+  const bool have_candidate = fs::exists(cand_dir / "adapter_config.json");
 
   // 4. eval, on the held-out items. eval.json holds the scores, so they are taken once.
   const std::string current_at_eval = nightly_current_adapter(out_.string());
