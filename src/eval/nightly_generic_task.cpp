@@ -39,10 +39,9 @@ class GenericTask : public NightlyTask {
     std::string skipped;
     if (data_.n_skipped() > 0) {
       skipped = "; skipped " + std::to_string(data_.n_skipped()) + " (malformed " + std::to_string(data_.n_malformed) +
-                ", other format " + std::to_string(data_.n_other_format) + ", unusable " +
-                std::to_string(data_.n_unusable) + "; first: " + data_.first_problem + ")";
+                ", unusable " + std::to_string(data_.n_unusable) + "; first: " + data_.first_problem + ")";
     }
-    log(std::to_string(data_.items.size()) + " usable " + data_format_name(data_.format) + " items (" +
+    log(std::to_string(data_.items.size()) + " usable items (mostly " + data_format_name(data_.format) + "; " +
         std::to_string(n_new) + " new since the last run) in " +
         std::to_string(data_.n_files) + " file(s): " + std::to_string(split_.train.size()) + " to train on, " +
         std::to_string(split_.heldout.size()) + " held out (the latest)" +
@@ -61,7 +60,6 @@ class GenericTask : public NightlyTask {
             {"heldout_items", split_.heldout.size()},
             {"outside_window", split_.n_outside_window},
             {"skipped", {{"malformed", data_.n_malformed},
-                         {"other_format", data_.n_other_format},
                          {"unusable", data_.n_unusable},
                          {"first", data_.first_problem}}},
             {"truncated", data_.n_truncated}};

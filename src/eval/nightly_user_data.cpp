@@ -120,18 +120,13 @@ UserData read_user_data(const std::string& path, const std::string& ts_key, cons
       lines.push_back(std::move(l));
     });
   }
-  // The main format: the most common one (training reads one format per file).
+  // The most common format, for messages (training reads lines of every format).
   std::map<DataFormat, int64_t> count;
   for (const Line& l : lines) ++count[l.item.format];
   if (!count.empty())
     d.format = std::max_element(count.begin(), count.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
   std::vector<Line> kept;
   for (Line& l : lines) {
-    if (l.item.format != d.format) {
-      skip(d.n_other_format, l.item.where,
-           std::string("a ") + data_format_name(l.item.format) + " item among " + data_format_name(d.format) + " data");
-      continue;
-    }
     const std::string problem = training_line_problem(l.item.json, l.item.where, tok, opt, &d.n_truncated);
     if (!problem.empty()) {
       skip(d.n_unusable, l.item.where, problem);
@@ -167,8 +162,10 @@ UserSplit split_user_items(const std::vector<UserItem>& items, int64_t holdout, 
 
 std::string training_line_problem(const std::string& line, const std::string& where, const Tokenizer& tok,
                                   const DataOptions& opt, int64_t* truncated) {
+  DataOptions strict = opt;
+  strict.bad_lines = BadLines::Error;  // the reason, rather than "nothing left to train on"
   try {
-    const Dataset one = parse_jsonl_dataset(line, where, tok, opt);
+    const Dataset one = parse_jsonl_dataset(line, where, tok, strict);
     // A loader that skips such a line (rather than failing on it) leaves no example.
     if (one.examples.empty()) return where + ": no token to train on within the sequence length";
     if (truncated) *truncated += one.n_truncated;

@@ -55,7 +55,7 @@ TEST(NightlyUserData, ReadsFilesInTimeOrderAndSkipsWhatTrainRejects) {
                      "{\"prompt\": \"late\", \"completion\": \" x\", \"timestamp\": \"2026-12-06T10:00:00Z\"}\n"
                      "not json\n"
                      "{\"prompt\": \"" + long_prompt + "\", \"completion\": \" x\", \"timestamp\": 5}\n"
-                     "{\"text\": \"a text line among prompt/completion\"}\n"
+                     "{\"text\": \"a text line among prompt/completion\", \"id\": 7}\n"
                      "\n"
                      "{\"prompt\": \"bad time\", \"completion\": \" x\", \"timestamp\": \"soon\"}\n");
   nltest::write_text(tmp / "a.jsonl",
@@ -69,15 +69,16 @@ TEST(NightlyUserData, ReadsFilesInTimeOrderAndSkipsWhatTrainRejects) {
   EXPECT_EQ(d.n_lines, 7);
   EXPECT_EQ(d.format, nl::DataFormat::PromptCompletion);
   EXPECT_EQ(d.n_malformed, 2);      // not json, bad time
-  EXPECT_EQ(d.n_other_format, 1);   // the text line
   EXPECT_EQ(d.n_unusable, 1);       // the completion falls outside 64 tokens
   EXPECT_FALSE(d.first_problem.empty());
-  ASSERT_EQ(d.items.size(), 3u);
-  // Untimed first, then by time; the timestamp key is gone.
+  ASSERT_EQ(d.items.size(), 4u);  // formats mix, as in train's data
+  // Untimed first (in file order: a.jsonl, then b.jsonl), then by time; the timestamp key is gone.
   EXPECT_NE(d.items[0].json.find("untimed"), std::string::npos);
-  EXPECT_NE(d.items[1].json.find("early"), std::string::npos);
-  EXPECT_NE(d.items[2].json.find("late"), std::string::npos);
-  EXPECT_EQ(d.items[2].json.find("timestamp"), std::string::npos);
+  EXPECT_NE(d.items[1].json.find("a text line"), std::string::npos);
+  EXPECT_EQ(d.items[1].format, nl::DataFormat::Text);
+  EXPECT_NE(d.items[2].json.find("early"), std::string::npos);
+  EXPECT_NE(d.items[3].json.find("late"), std::string::npos);
+  EXPECT_EQ(d.items[3].json.find("timestamp"), std::string::npos);
   EXPECT_THROW(nl::read_user_data((tmp / "missing").string(), "timestamp", *model->tokenizer, opt), nl::Error);
 }
 

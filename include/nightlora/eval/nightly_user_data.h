@@ -6,10 +6,10 @@
 // file order): they count as older than any timed line.
 //
 // Every line is checked with the library's own data loader (parse_jsonl_dataset, the same
-// tokenizer and --seq-len as training), so a line that `train` would reject is skipped here
-// and counted, never fatal: malformed JSON, an unknown format, a format other than the
-// data's main one (the most common; `train` reads one format a file), no supervised token
+// tokenizer and --seq-len as training), so a line that `train` would skip is skipped here
+// already and counted, never fatal: malformed JSON, none of the formats, no supervised token
 // within the sequence length. Over-long lines are kept (training truncates them) and counted.
+// Formats may mix, as in `train`'s data.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,14 +32,13 @@ struct UserItem {
 
 struct UserData {
   std::vector<UserItem> items;  // usable items, oldest first
-  DataFormat format = DataFormat::Text;
+  DataFormat format = DataFormat::Text;  // the most common one
   int64_t n_files = 0, n_lines = 0;
   int64_t n_malformed = 0;     // not JSON, not an object, no known format, a bad timestamp
-  int64_t n_other_format = 0;  // a format other than the main one
   int64_t n_unusable = 0;      // rejected by the data loader (e.g. no supervised token within --seq-len)
   int64_t n_truncated = 0;     // longer than --seq-len: training keeps their start
   std::string first_problem;   // "file:line: why" of the first skipped line
-  int64_t n_skipped() const { return n_malformed + n_other_format + n_unusable; }
+  int64_t n_skipped() const { return n_malformed + n_unusable; }
 };
 
 // Reads a file or a folder's *.jsonl files. Throws nl::Error when there is no such path or no
