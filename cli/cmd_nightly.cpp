@@ -75,8 +75,10 @@ nlcli::Register reg_nightly(
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<Args>();
       nl::NightlyOptions* o = &a->opt;
-      sub.footer("Exit codes (the same as train's):\n" + nl::exit_code::table() +
-                 "\nA night that reached its decision (published or kept the current adapter) exits 0.");
+      sub.footer(nl::exit_code::table() +
+                 "\nnightly: a night that reached its decision exits 0, whether it published or kept the current "
+                 "adapter (a diverged training included: decision.json says why); a failed run exits 1 and is retried "
+                 "by the next job, at most --max-attempts times.");
       sub.add_option("-m,--model", o->model, "base model (GGUF file or Hugging Face folder)");
       sub.add_option("--user-data", o->user_data,
                      "the app's data: a folder of *.jsonl files (text, prompt/completion or messages lines) or one "
