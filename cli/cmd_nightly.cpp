@@ -9,7 +9,6 @@
 
 #include <climits>
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,7 +17,6 @@
 #include "nightlora/eval/nightly.h"
 #include "nightlora/eval/nightly_status.h"
 #include "nightlora/job/exit_codes.h"
-#include "nightlora/job/folder_lock.h"
 #include "nightlora/job/stop_signals.h"
 #include "nightlora/util/error.h"
 
@@ -48,17 +46,12 @@ int run(const nl::NightlyOptions& opt) {
   // exits 128+N; the same command continues.
   nl::StopSignals signals;
   o.stop_signal = [&signals]() { return signals.signal(); };
-  try {
-    const nl::NightlyResult r = nl::run_nightly(o, [](const std::string& line) {
-      std::printf("nightly: %s\n", line.c_str());
-      std::fflush(stdout);
-    });
-    return nl::nightly_exit_code(r);
-  } catch (const nl::FolderBusy& e) {
+  // Errors go to main, which maps them to exit codes (nl::FolderBusy: 4, busy).
+  const nl::NightlyResult r = nl::run_nightly(o, [](const std::string& line) {
+    std::printf("nightly: %s\n", line.c_str());
     std::fflush(stdout);
-    std::cerr << "nightlora: busy: " << e.what() << "\n";
-    return nl::exit_code::kBusy;
-  }
+  });
+  return nl::nightly_exit_code(r);
 }
 
 int status(const std::string& out, bool as_json) {
