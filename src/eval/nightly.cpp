@@ -29,6 +29,7 @@
 #include "nightlora/util/error.h"
 #include "nightly_child.h"
 #include "nightly_runs.h"
+#include "nightly_summary.h"
 #include "nightly_task.h"
 
 namespace nl {
@@ -207,39 +208,6 @@ void link_or_copy(const fs::path& from, const fs::path& to) {
   fs::remove(to, ec);
   fs::create_hard_link(from, to, ec);
   if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
-
-std::string summary_markdown(const NightlyResult& r, const json& run_info, const json& decision,
-                             const std::string& storage, const std::string& report_note) {
-  std::string s = "# Nightly run " + fs::path(r.run_dir).filename().string() + "\n\n";
-  const json& data = run_info.at("data");
-  s += "- task: " + run_info.value("task", std::string()) + ", model: " + run_info.at("settings").value("model", std::string()) + "\n";
-  s += "- data: " + std::to_string(data.value("train_items", int64_t{0})) + " items trained on, " +
-       std::to_string(data.value("heldout_items", int64_t{0})) + " held out (the latest)";
-  if (data.contains("skipped")) {
-    const json& sk = data["skipped"];
-    int64_t n = 0;
-    for (const auto& [k, v] : sk.items())
-      if (v.is_number()) n += v.get<int64_t>();
-    if (n > 0) s += "; " + std::to_string(n) + " skipped (first: " + sk.value("first", std::string()) + ")";
-  }
-  s += "\n- training: " + std::to_string(r.train_steps) + "/" + std::to_string(r.train_total) + " steps, " +
-       fmt("%.1f", r.train_elapsed_s) + " s" + (r.budget_exhausted ? " (stopped by the wall-time budget)" : "") + "\n\n";
-  s += "| adapter | held-out loss |";
-  const bool metric = decision.contains("metric");
-  if (metric) s += " " + decision["metric"].value("name", std::string()) + " |";
-  s += "\n|---|---|" + std::string(metric ? "---|" : "") + "\n";
-  s += "| candidate (this run) | " + fmt("%.4f", r.candidate_loss) + " |" +
-       (metric ? " " + fmt("%.4f", decision["metric"].value("candidate", 0.0)) + " |" : "") + "\n";
-  s += std::string("| ") + (r.current_before.empty() ? "current (none: base model)" : "current") + " | " +
-       fmt("%.4f", r.current_loss) + " |" + (metric ? " " + fmt("%.4f", decision["metric"].value("current", 0.0)) + " |" : "") + "\n";
-  s += "\n**Decision: ";
-  s += r.outcome == NightlyOutcome::Published ? "published** the candidate: " : "kept** the current adapter: ";
-  s += r.reason + ". `current` -> " + (r.current_after.empty() ? std::string("none (base model)") : r.current_after) + "\n";
-  s += "\nRule: " + decision.value("rule", std::string()) + ".\n";
-  s += "\nStorage: " + storage + "\n";
-  if (!report_note.empty()) s += "\nTraining report: " + report_note + "\n";
-  return s;
 }
 
 class NightlyRun {
@@ -521,7 +489,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
       report_note = "`nightlora report` is not available in this build";
     }
   }
-  write_file_atomic((run_ / "summary.md").string(), summary_markdown(res, run_info, decision, storage_line(use), report_note));
+  write_file_atomic((run_ / "summary.md").string(), nightly_summary_markdown(res, run_info, decision, storage_line(use), report_note));
   write_json(run_ / "decision.json", decision);
   log_(std::string("decision: ") + nightly_outcome_name(res.outcome) + ": " + gd.reason + "; summary: " +
        (run_ / "summary.md").string());
