@@ -85,6 +85,8 @@ nlcli::Register reg_nightly(
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       sub.add_option("--holdout-share", o->holdout_share, "share of the items held out when --holdout is 0")
           ->capture_default_str();
+      sub.add_option("--max-heldout", o->max_heldout, "at most this many items held out by --holdout-share")
+          ->capture_default_str()->check(CLI::PositiveNumber);
       sub.add_option("--max-train-items", o->max_train_items,
                      "train on at most the newest N items before the held-out ones (0: all)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);

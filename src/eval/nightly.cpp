@@ -88,6 +88,7 @@ json run_settings(const NightlyOptions& o, const std::string& task) {
           {"holdout", o.holdout},
           {"holdout_share", o.holdout_share},
           {"max_train_items", o.max_train_items},
+          {"max_heldout", o.max_heldout},
           {"budget_sec", o.budget_sec},
           {"from_current", o.from_current},
           {"method", o.method},

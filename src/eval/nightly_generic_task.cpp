@@ -29,7 +29,7 @@ class GenericTask : public NightlyTask {
                " lines); a night needs at least 2: one to train on, one to judge by" +
                (data_.first_problem.empty() ? std::string() : "; first skipped: " + data_.first_problem),
            "let the app collect more data first");
-    split_ = split_user_items(data_.items, o.holdout, o.holdout_share, o.gate.min_heldout, o.max_train_items);
+    split_ = split_user_items(data_.items, o.holdout, o.holdout_share, o.gate.min_heldout, o.max_heldout, o.max_train_items);
   }
 
   nlohmann::json write(const std::filesystem::path& run, const NightlyLog& log) override {

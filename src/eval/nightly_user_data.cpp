@@ -143,10 +143,10 @@ UserData read_user_data(const std::string& path, const std::string& ts_key, cons
 }
 
 UserSplit split_user_items(const std::vector<UserItem>& items, int64_t holdout, double share, int64_t min_heldout,
-                           int64_t max_train) {
+                           int64_t max_heldout, int64_t max_train) {
   const int64_t n = static_cast<int64_t>(items.size());
-  int64_t n_hold = holdout > 0 ? holdout
-                               : std::max<int64_t>(min_heldout, static_cast<int64_t>(std::ceil(share * static_cast<double>(n))));
+  const int64_t by_share = static_cast<int64_t>(std::ceil(share * static_cast<double>(n)));
+  int64_t n_hold = holdout > 0 ? holdout : std::max<int64_t>(min_heldout, std::min<int64_t>(max_heldout, by_share));
   n_hold = std::min(n_hold, n - 1);
   UserSplit s;
   if (n_hold < 1) {

@@ -30,18 +30,20 @@ std::vector<nl::UserItem> items(int n) {
 }
 
 TEST(NightlyUserData, SplitHoldsOutTheLatestAndBoundsTheWindow) {
-  nl::UserSplit s = nl::split_user_items(items(20), 0, 0.2, 3, 0);
+  nl::UserSplit s = nl::split_user_items(items(20), 0, 0.2, 3, 200, 0);
   ASSERT_EQ(s.heldout.size(), 4u);
   EXPECT_EQ(s.heldout.front().json, "16");
   EXPECT_EQ(s.train.size(), 16u);
-  s = nl::split_user_items(items(10), 0, 0.2, 5, 0);  // the minimum wins over the share
+  s = nl::split_user_items(items(10), 0, 0.2, 5, 200, 0);  // the minimum wins over the share
   EXPECT_EQ(s.heldout.size(), 5u);
-  s = nl::split_user_items(items(20), 2, 0.2, 5, 6);  // explicit size; a window of 6
+  s = nl::split_user_items(items(20), 2, 0.2, 5, 200, 6);  // explicit size; a window of 6
   EXPECT_EQ(s.heldout.size(), 2u);
   ASSERT_EQ(s.train.size(), 6u);
   EXPECT_EQ(s.train.front().json, "12");
   EXPECT_EQ(s.n_outside_window, 12);
-  s = nl::split_user_items(items(3), 0, 0.2, 5, 0);  // at least one item trains
+  s = nl::split_user_items(items(100), 0, 0.2, 5, 12, 0);  // the cap bounds the evaluation
+  EXPECT_EQ(s.heldout.size(), 12u);
+  s = nl::split_user_items(items(3), 0, 0.2, 5, 200, 0);  // at least one item trains
   EXPECT_EQ(s.train.size(), 1u);
   EXPECT_EQ(s.heldout.size(), 2u);
 }

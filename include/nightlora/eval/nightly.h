@@ -54,6 +54,7 @@ struct NightlyOptions {
   std::string timestamp_key = "timestamp";  // key of a line's time (Unix seconds or ISO 8601)
   double holdout_share = 0.2;               // share of the items held out when holdout == 0
   int64_t max_train_items = 2000;           // the newest items before the held-out ones; 0 = all
+  int64_t max_heldout = 200;                // at most this many held out by the share (evaluation time)
   // lamp2 task
   std::string user;       // the user id; "" = the only user in the data
   int k_retrieved = 0;    // BM25-retrieved earlier profile items in each prompt (training and eval)

@@ -52,14 +52,15 @@ std::optional<double> parse_iso8601(const std::string& text);
 
 // Items split by time: the latest `n_heldout` are held out, the newest `max_train` (0: all)
 // of the others are trained on (the older ones are dropped: the window that keeps a night's
-// training bounded). n_heldout = holdout when > 0, else max(min_heldout, ceil(share * n)),
-// and never more than n - 1 (at least one item trains).
+// training bounded). n_heldout = holdout when > 0, else max(min_heldout, min(max_heldout,
+// ceil(share * n))) (the cap keeps a night's evaluation bounded too), and never more than
+// n - 1 (at least one item trains).
 struct UserSplit {
   std::vector<UserItem> train, heldout;
   int64_t n_outside_window = 0;
 };
 UserSplit split_user_items(const std::vector<UserItem>& items, int64_t holdout, double share, int64_t min_heldout,
-                           int64_t max_train);
+                           int64_t max_heldout, int64_t max_train);
 
 // Whether `train` accepts one JSONL line: parsed by the library's data loader with `opt`.
 // Returns "" when it does (adds 1 to *truncated when it is cut to opt.max_tokens), else why not.
