@@ -64,7 +64,7 @@ echo "personalization: model $model, $users users x $items profile items, $quest
 
 "$bin" make-lamp2 --users "$users" --items-per-user "$items" --questions-per-user "$questions" --seed "$seed" \
   --tags-per-user "$tags" --noise "$noise" --out "$out/data" >/dev/null
-common=(--model "$model" --user-data "$out/data" --threads "$threads" --batch "$batch" --rank "$rank"
+common=(--task lamp2 --model "$model" --user-data "$out/data" --threads "$threads" --batch "$batch" --rank "$rank"
         --save-every 1000 --no-report)
 # Training runs at normal priority: equal wall-time budgets mean nothing under SCHED_IDLE on a busy machine.
 bg=(-- --normal-priority)

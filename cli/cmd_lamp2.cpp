@@ -207,8 +207,12 @@ int run_compare(const CompareArgs& a) {
   const nl::PairedComparison c = nl::compare_lamp2(ra, rb, unit, a.resamples, a.seed, a.confidence);
   std::printf("paired comparison over %lld %ss (B - A, accuracy)\n", static_cast<long long>(c.n), a.unit.c_str());
   std::printf("A %s: %.4f\nB %s: %.4f\n", a.a.c_str(), c.mean_a, a.b.c_str(), c.mean_b);
-  std::printf("mean difference %+.4f, %.0f%% bootstrap CI [%+.4f, %+.4f] (%d resamples, seed %llu)\n", c.mean_diff,
-              c.confidence * 100, c.ci_low, c.ci_high, c.resamples, static_cast<unsigned long long>(c.seed));
+  const std::string warning = nl::paired_units_warning(c, a.unit);
+  std::printf("mean difference %+.4f, %.0f%% bootstrap CI [%+.4f, %+.4f] (%d resamples, seed %llu)%s\n", c.mean_diff,
+              c.confidence * 100, c.ci_low, c.ci_high, c.resamples, static_cast<unsigned long long>(c.seed),
+              warning.empty() ? "" : (" -- " + warning).c_str());
+  if (!warning.empty())
+    std::fprintf(stderr, "lamp2-compare: warning: the interval is %s; compare over more %ss\n", warning.c_str(), a.unit.c_str());
   std::printf("B better on %lld, A better on %lld, tied on %lld\n", static_cast<long long>(c.n_b_better),
               static_cast<long long>(c.n_a_better), static_cast<long long>(c.n_tied));
   return 0;

@@ -1,9 +1,10 @@
-// `nightlora nightly --model M --user-data DIR --out OUT [--user ID] ...`: one night of
-// personalization for one user (see nightlora/eval/nightly.h): build the user's data, train in
-// the background (a `nightlora train --background` child of this executable, resumable), judge
-// the new adapter against the current one on the user's latest items, publish it atomically
-// as OUT/current only if it is not worse, and write a summary. Run it again after a kill (or
-// the next night) with the same command.
+// `nightlora nightly --model M --user-data DIR --out OUT ...`: one night of personalization on
+// the user's own data (see nightlora/eval/nightly.h and docs/PERSONALIZATION.md): build the
+// data, train in the background (a `nightlora train --background` child of this executable,
+// resumable), judge the new adapter against the current one on the user's latest items,
+// publish it atomically as OUT/current only if it is really better, and write a summary. Run it
+// again after a kill (or the next night) with the same command.
+// `nightlora nightly status OUT [--json]`: where the job stands.
 #include <unistd.h>
 
 #include <climits>
@@ -14,6 +15,9 @@
 
 #include "command.h"
 #include "nightlora/eval/nightly.h"
+#include "nightlora/eval/nightly_status.h"
+#include "nightlora/job/exit_codes.h"
+#include "nightlora/job/stop_signals.h"
 #include "nightlora/util/error.h"
 
 namespace {
@@ -25,41 +29,93 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+struct Args {
+  nl::NightlyOptions opt;
+  std::string status_out;
+  bool status_json = false;
+};
+
 int run(const nl::NightlyOptions& opt) {
+  for (const char* name : {"--model", "--user-data", "--out"}) {
+    const std::string& v = std::string(name) == "--model" ? opt.model : std::string(name) == "--out" ? opt.out : opt.user_data;
+    if (v.empty()) nl::fail(std::string("nightly ") + name, "is required", "see `nightlora nightly --help`");
+  }
   nl::NightlyOptions o = opt;
   o.exe = self_exe();
+  // SIGINT/SIGTERM/SIGHUP: the training child checkpoints and stops, the job says where and
+  // exits 128+N; the same command continues.
+  nl::StopSignals signals;
+  o.stop_signal = [&signals]() { return signals.signal(); };
+  // Errors go to main, which maps them to exit codes (nl::FolderBusy: 4, busy).
   const nl::NightlyResult r = nl::run_nightly(o, [](const std::string& line) {
     std::printf("nightly: %s\n", line.c_str());
     std::fflush(stdout);
   });
-  // 75 (EX_TEMPFAIL): stopped before the end, run again to continue.
-  return r.outcome == nl::NightlyOutcome::Interrupted ? 75 : 0;
+  return nl::nightly_exit_code(r);
+}
+
+int status(const std::string& out, bool as_json) {
+  const nlohmann::json s = nl::nightly_status(out);
+  if (as_json) std::printf("%s\n", s.dump(1).c_str());
+  else std::printf("%s", nl::nightly_status_text(s).c_str());
+  return 0;
 }
 
 nlcli::Register reg_nightly(
     "nightly",
-    "One nightly personalization run for a user: build data, train in the background (resumable), evaluate, "
-    "publish OUT/current only if not worse",
+    "One night of personalization on the user's own data: train in the background (resumable), score on the "
+    "latest items, publish OUT/current only if really better. `nightly status OUT` shows where a job stands",
     [](CLI::App& sub) -> nlcli::Run {
-      auto o = std::make_shared<nl::NightlyOptions>();
-      sub.add_option("-m,--model", o->model, "base model (GGUF file or Hugging Face folder)")->required();
-      sub.add_option("--user-data", o->user_data, "the user's LaMP-2 data: a folder with questions.json, or the file")
-          ->required();
-      sub.add_option("-o,--out", o->out, "the job's folder (runs/, adapters/, current -> the published adapter)")
-          ->required();
-      sub.add_option("--user", o->user, "the user id (needed when the data holds several users)");
-      sub.add_option("--retrieve", o->k_retrieved, "BM25-retrieved earlier profile items per prompt")
+      auto a = std::make_shared<Args>();
+      nl::NightlyOptions* o = &a->opt;
+      sub.footer(nl::exit_code::table() +
+                 "\nnightly: a night that reached its decision exits 0, whether it published or kept the current "
+                 "adapter (a diverged training included: decision.json says why); a failed run exits 1 and is retried "
+                 "by the next job, at most --max-attempts times.");
+      sub.add_option("-m,--model", o->model, "base model (GGUF file or Hugging Face folder)");
+      sub.add_option("--user-data", o->user_data,
+                     "the app's data: a folder of *.jsonl files (text, prompt/completion or messages lines) or one "
+                     "file; for --task lamp2 a LaMP-2 questions.json or its folder");
+      sub.add_option("-o,--out", o->out, "the job's folder (runs/, adapters/, current -> the published adapter)");
+      sub.add_option("--task", o->task, "generic (the app's JSONL), lamp2, or auto (lamp2 when the data is a questions.json)")
+          ->capture_default_str();
+      sub.add_option("--timestamp-key", o->timestamp_key, "key of a line's time (Unix seconds or ISO 8601)")
+          ->capture_default_str();
+      sub.add_option("--holdout", o->holdout, "latest items held out for the decision (0: --holdout-share, at least --min-heldout)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
-      sub.add_option("--holdout", o->holdout, "latest profile items held out for the decision (0: 20%)")
+      sub.add_option("--holdout-share", o->holdout_share, "share of the items held out when --holdout is 0")
+          ->capture_default_str();
+      sub.add_option("--max-heldout", o->max_heldout, "at most this many items held out by --holdout-share")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_option("--max-train-items", o->max_train_items,
+                     "train on at most the newest N items before the held-out ones (0: all)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
+      sub.add_option("--min-heldout", o->gate.min_heldout, "fewer held-out items than this decide nothing (nothing is published)")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_option("--min-steps", o->gate.min_steps, "a run that trained fewer steps is not published")
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
+      sub.add_option("--min-improvement", o->gate.min_improvement,
+                     "the held-out loss must improve by more than this (nats per token) at the confidence level")
+          ->capture_default_str();
+      sub.add_option("--confidence", o->gate.confidence, "confidence level of the paired bootstrap")
+          ->capture_default_str()->check(CLI::Range(0.5, 0.9999));
+      sub.add_option("--max-attempts", o->max_attempts, "failures of one run before it is abandoned for a fresh one")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_option("--keep-adapters", o->keep_adapters, "published adapters kept (the newest; the current one always)")
+          ->capture_default_str()->check(CLI::PositiveNumber);
+      sub.add_flag("--reset", o->reset, "abandon the unfinished run and start a fresh one");
+      sub.add_flag("--gguf", o->gguf, "also write adapter.gguf (llama.cpp LoRA) next to the PEFT files");
+      sub.add_option("--user", o->user, "lamp2: the user id (needed when the data holds several users)");
+      sub.add_option("--retrieve", o->k_retrieved, "lamp2: BM25-retrieved earlier profile items per prompt")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       sub.add_option("--budget-sec", o->budget_sec, "training wall-time budget of the run, across restarts (0: none)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
-      sub.add_flag("--from-current", o->from_current, "continue training the current adapter instead of a new one");
+      sub.add_flag("!--fresh-adapter", o->from_current,
+                   "start each run from a new adapter instead of training on from the current one");
       sub.add_option("--method", o->method, "first-order or mezo (forward-only)")->capture_default_str();
       sub.add_option("--mezo-eps", o->mezo_eps, "MeZO perturbation size")->capture_default_str();
       sub.add_option("--iters", o->iters, "training steps (0: --epochs)")->capture_default_str();
-      sub.add_option("--epochs", o->epochs, "passes over the user's examples (when --iters is 0)")
-          ->capture_default_str();
+      sub.add_option("--epochs", o->epochs, "passes over the training items (when --iters is 0)")->capture_default_str();
       sub.add_option("--batch", o->batch, "examples per step")->capture_default_str();
       sub.add_option("--rank", o->rank, "LoRA rank")->capture_default_str();
       sub.add_option("--alpha", o->alpha, "LoRA alpha")->capture_default_str();
@@ -72,7 +128,10 @@ nlcli::Register reg_nightly(
       sub.add_option("train-args", o->extra_train_args,
                      "after --: more `nightlora train` options, e.g. -- --window 23:00-07:00 --require-power "
                      "--temp-ceiling 45");
-      return [o]() { return run(*o); };
+      CLI::App* st = sub.add_subcommand("status", "Where a nightly job stands: current adapter, last decisions, next run, storage");
+      st->add_option("out", a->status_out, "the job's folder (--out of `nightlora nightly`)")->required();
+      st->add_flag("--json", a->status_json, "as JSON");
+      return [a, st]() { return st->parsed() ? status(a->status_out, a->status_json) : run(a->opt); };
     });
 
 }  // namespace

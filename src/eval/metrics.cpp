@@ -127,4 +127,10 @@ PairedComparison paired_bootstrap(const std::vector<double>& a, const std::vecto
   return c;
 }
 
+std::string paired_units_warning(const PairedComparison& c, const std::string& unit) {
+  if (c.n >= kMinPairedUnits) return "";
+  return "not meaningful: only " + std::to_string(c.n) + " " + unit + (c.n == 1 ? "" : "s") + ", fewer than " +
+         std::to_string(kMinPairedUnits) + " (the interval is a few values resampled, not a confidence interval)";
+}
+
 }  // namespace nl

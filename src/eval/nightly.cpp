@@ -2,29 +2,35 @@
 // so a killed job picks up where it was.
 #include "nightlora/eval/nightly.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "nightlora/eval/lamp2_eval.h"
+#include "nightlora/eval/heldout_loss.h"
+#include "nightlora/eval/nightly_user_data.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/mezo.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/checkpoint_store.h"
+#include "nightlora/job/exit_codes.h"
+#include "nightlora/job/folder_lock.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/util/error.h"
 #include "nightly_child.h"
+#include "nightly_runs.h"
+#include "nightly_summary.h"
+#include "nightly_task.h"
 
 namespace nl {
 
@@ -40,111 +46,63 @@ const char* nightly_outcome_name(NightlyOutcome o) {
   return "?";
 }
 
+int nightly_exit_code(const NightlyResult& r) {
+  if (r.outcome != NightlyOutcome::Interrupted) return exit_code::kFinished;
+  return r.stop_signal != 0 ? exit_code::signal_code(r.stop_signal) : exit_code::kStopped;
+}
+
 namespace {
 
-// OUT/.lock, held for the job's lifetime; deliberately inherited by the training child, so the
-// lock is free only when both are gone.
-class JobLock {
- public:
-  explicit JobLock(const fs::path& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-    if (fd_ < 0) fail(path.string(), "cannot open the job's lock file");
-    // A job killed a moment ago may leave a training child that is still writing its last
-    // checkpoint: wait for it a while rather than fail at once.
-    for (int i = 0; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; ++i) {
-      if (i >= 600) {
-        ::close(fd_);
-        fail(path.string(), "another nightly job (or its training process) is using this folder",
-             "wait for it to finish, or stop it");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  ~JobLock() { ::close(fd_); }
-  JobLock(const JobLock&) = delete;
-  JobLock& operator=(const JobLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-json metrics_json(const ClassificationMetrics& m) {
-  return {{"n", m.n}, {"correct", m.n_correct}, {"unparsed", m.n_unparsed}, {"accuracy", m.accuracy},
-          {"macro_f1", m.macro_f1}};
-}
-
-ClassificationMetrics metrics_from_json(const json& j) {
-  ClassificationMetrics m;
-  m.n = j.at("n").get<int64_t>();
-  m.n_correct = j.at("correct").get<int64_t>();
-  m.n_unparsed = j.at("unparsed").get<int64_t>();
-  m.accuracy = j.at("accuracy").get<double>();
-  m.macro_f1 = j.at("macro_f1").get<double>();
-  return m;
-}
-
 json read_json(const fs::path& p) {
-  const std::string text = read_file(p.string());
-  json j = json::parse(text, nullptr, false);
+  json j = json::parse(read_file(p.string()), nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    fail(p.string(), "is not the JSON object a nightly job writes", "remove the run folder to redo it");
+    fail(p.string(), "is not the JSON object a nightly job writes", "run `nightlora nightly --reset` to start afresh");
   return j;
 }
 
 void write_json(const fs::path& p, const json& j) { write_file_atomic(p.string(), j.dump(1) + "\n"); }
 
-// The newest run folder (runs/NNNN) when it is unfinished, else a new one.
-fs::path pick_run_dir(const fs::path& out, bool& continuing) {
-  const fs::path runs = out / "runs";
-  fs::create_directories(runs);
-  int last = 0;
-  for (const auto& e : fs::directory_iterator(runs)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() == 4 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      last = std::max(last, std::stoi(name));
-  }
-  char buf[16];
-  if (last > 0) {
-    std::snprintf(buf, sizeof buf, "%04d", last);
-    if (!fs::exists(runs / buf / "decision.json")) {
-      continuing = true;
-      return runs / buf;
-    }
-  }
-  if (last >= 9999) fail(runs.string(), "holds 9999 runs already", "archive old runs");
-  std::snprintf(buf, sizeof buf, "%04d", last + 1);
-  continuing = false;
-  fs::create_directories(runs / buf);
-  return runs / buf;
-}
-
-std::string questions_path(const std::string& user_data) {
-  std::error_code ec;
-  if (fs::is_directory(user_data, ec)) {
-    const fs::path p = fs::path(user_data) / "questions.json";
-    if (!fs::exists(p, ec)) fail(user_data, "has no questions.json", "give the folder of a LaMP-2 questions file");
-    return p.string();
-  }
-  if (!fs::exists(user_data, ec)) fail(user_data, "--user-data does not exist");
-  return user_data;
-}
-
-std::string pick_user(const Lamp2Questions& q, const std::string& wanted) {
-  const std::vector<std::string> users = lamp2_users(q);
-  if (!wanted.empty()) {
-    if (std::find(users.begin(), users.end(), wanted) == users.end())
-      fail(q.source, "has no user " + wanted, "the file's first users: " + users.front());
-    return wanted;
-  }
-  if (users.size() != 1)
-    fail(q.source, "holds " + std::to_string(users.size()) + " users", "say whose adapter this is with --user (e.g. --user " + users.front() + ")");
-  return users.front();
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
+
+// What makes a run what it is: a run started with other settings is not continued.
+json run_settings(const NightlyOptions& o, const std::string& task) {
+  return {{"task", task},
+          {"model", fs::absolute(o.model).string()},
+          {"user_data", fs::absolute(o.user_data).string()},
+          {"user", o.user},
+          {"k_retrieved", o.k_retrieved},
+          {"timestamp_key", o.timestamp_key},
+          {"holdout", o.holdout},
+          {"holdout_share", o.holdout_share},
+          {"max_train_items", o.max_train_items},
+          {"max_heldout", o.max_heldout},
+          {"budget_sec", o.budget_sec},
+          {"from_current", o.from_current},
+          {"method", o.method},
+          {"mezo_eps", o.mezo_eps},
+          {"iters", o.iters},
+          {"epochs", o.epochs},
+          {"batch", o.batch},
+          {"rank", o.rank},
+          {"alpha", o.alpha},
+          {"lr", o.lr},
+          {"seq_len", o.seq_len},
+          {"seed", o.seed},
+          {"save_every", o.save_every},
+          {"train_args", o.extra_train_args}};
 }
 
 // The arguments of the training child (fixed when the run starts, reused when it continues).
@@ -193,242 +151,387 @@ int64_t planned_steps(const fs::path& train_dir) {
   std::error_code ec;
   const fs::path log = train_dir / "log.jsonl";
   if (!fs::exists(log, ec)) return 0;
-  std::string text = read_file(log.string());
   int64_t total = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    json row = json::parse(text.substr(pos, end - pos), nullptr, false);
+  for_each_line(read_file(log.string()), [&](const std::string& line, int64_t) {
+    json row = json::parse(line, nullptr, false);
     if (row.is_object() && row.value("type", "") == "train") total = row.value("total", int64_t{0});
-    pos = end + 1;
-  }
+  });
   return total;
 }
 
-std::string summary_markdown(const NightlyResult& r, const json& run_info, const std::string& report_note) {
-  auto row = [](const char* name, const ClassificationMetrics& m) {
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "| %s | %lld/%lld | %.4f | %.4f |\n", name, static_cast<long long>(m.n_correct),
-                  static_cast<long long>(m.n), m.accuracy, m.macro_f1);
-    return std::string(buf);
-  };
-  std::string s = "# Nightly run " + fs::path(r.run_dir).filename().string() + "\n\n";
-  s += "- user: " + run_info.value("user", std::string()) + "\n";
-  s += "- model: " + run_info.value("model", std::string()) + "\n";
-  s += "- method: " + run_info.value("method", std::string()) + ", retrieved items per prompt: " +
-       std::to_string(run_info.value("k_retrieved", 0)) + "\n";
-  s += "- training: " + std::to_string(r.train_steps) + "/" + std::to_string(r.train_total) + " steps, " +
-       fmt("%.1f", r.train_elapsed_s) + " s" + (r.budget_exhausted ? " (stopped by the wall-time budget)" : "") + "\n";
-  s += "- held-out items: " + std::to_string(r.candidate.n) + " (the user's latest profile items)\n\n";
-  s += "| adapter | correct | accuracy | macro-F1 |\n|---|---|---|---|\n";
-  s += row("candidate (this run)", r.candidate);
-  s += row(r.current_before.empty() ? "current (none: base model)" : "current", r.current);
-  s += "\n**Decision: ";
-  s += r.outcome == NightlyOutcome::Published ? "published** the candidate (not worse than the current adapter): "
-                                              : "kept** the current adapter (the candidate is worse): ";
-  s += "`current` -> " + (r.current_after.empty() ? std::string("none (base model)") : r.current_after) + "\n";
-  if (!report_note.empty()) s += "\nTraining report: " + report_note + "\n";
-  return s;
+bool adapter_finite(const LoraAdapter& a) {
+  for (const LoraPair& p : a.pairs) {
+    for (float v : p.A)
+      if (!std::isfinite(v)) return false;
+    for (float v : p.B)
+      if (!std::isfinite(v)) return false;
+  }
+  return true;
 }
 
-}  // namespace
+// The held-out items as training reads them; an item the loader rejects is left out of both
+// adapters' scores alike (counted).
+Dataset load_heldout(const fs::path& path, const Tokenizer& tok, int64_t seq_len, int64_t& n_skipped) {
+  DataOptions dopt;
+  dopt.max_tokens = seq_len;
+  Dataset d;
+  d.source = path.string();
+  for_each_line(read_file(path.string()), [&](const std::string& line, int64_t line_no) {
+    try {
+      Dataset one = parse_jsonl_dataset(line, path.string() + ":" + std::to_string(line_no), tok, dopt);
+      for (Example& e : one.examples) d.examples.push_back(std::move(e));
+    } catch (const Error&) {
+      ++n_skipped;
+    }
+  });
+  return d;
+}
 
-NightlyResult run_nightly(const NightlyOptions& o, const NightlyLog& log) {
-  // Options and inputs first: a typo fails before OUT is touched.
-  parse_train_method(o.method);
-  if (o.k_retrieved < 0) fail("--retrieve " + std::to_string(o.k_retrieved), "must not be negative");
-  if (o.budget_sec < 0) fail("--budget-sec", "must not be negative");
-  if (o.exe.empty() || ::access(o.exe.c_str(), X_OK) != 0)
-    fail(o.exe, "the nightlora executable to run training with is not there");
+json losses_json(const HeldoutLoss& h) {
+  json per = json::array();
+  for (const ExampleLoss& e : h.examples) per.push_back({{"loss_sum", std::isfinite(e.loss_sum) ? json(e.loss_sum) : json("non-finite")}, {"supervised", e.n_supervised}});
+  return per;
+}
+std::vector<ExampleLoss> losses_from_json(const json& per) {
+  std::vector<ExampleLoss> v;
+  for (const json& e : per) {
+    ExampleLoss l;
+    l.loss_sum = e.at("loss_sum").is_number() ? e.at("loss_sum").get<double>() : NAN;
+    l.n_supervised = e.at("supervised").get<int64_t>();
+    v.push_back(l);
+  }
+  return v;
+}
+
+// Publishing never copies: the candidate's files are hard-linked into adapters/NNNN.
+void link_or_copy(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  if (!fs::exists(o.model, ec)) fail(o.model, "--model does not exist");
-  const std::string qpath = questions_path(o.user_data);
-  const Lamp2Questions questions = load_lamp2_questions(qpath);
-  const std::string user = pick_user(questions, o.user);
-  // The split is checked now (too short a profile...), though only a new run uses it.
-  const NightlyData split = nightly_split_user(questions, user, o.holdout, o.k_retrieved);
+  fs::remove(to, ec);
+  fs::create_hard_link(from, to, ec);
+  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
 
-  fs::create_directories(o.out, ec);
-  if (ec) fail(o.out, "cannot create the job folder: " + ec.message());
-  JobLock lock(fs::path(o.out) / ".lock");
-  bool continuing = false;
-  const fs::path run = pick_run_dir(o.out, continuing);
+class NightlyRun {
+ public:
+  NightlyRun(const NightlyOptions& o, const NightlyLog& log) : o_(o), log_(log) {}
+  NightlyResult run();
+
+ private:
+  int stop() const { return o_.stop_signal ? o_.stop_signal() : 0; }
+  NightlyResult interrupted(int sig, const std::string& where);
+  fs::path pick_run(const json& settings);
+  bool train(const json& run_info, NightlyResult& res);  // false: interrupted
+  NightlyResult run_steps(NightlyTask& task, std::unique_ptr<Model>& model, const json& settings);
+
+  const NightlyOptions& o_;
+  const NightlyLog& log_;
+  fs::path out_, run_;
+};
+
+NightlyResult NightlyRun::interrupted(int sig, const std::string& where) {
+  NightlyResult r;
+  r.outcome = NightlyOutcome::Interrupted;
+  r.stop_signal = sig;
+  r.run_dir = run_.string();
+  r.reason = where;
+  log_(std::string(sig ? std::string("stopped by ") + signal_name(sig) : std::string("stopped")) + ": " + where +
+       "; the same command continues run " + run_.filename().string());
+  return r;
+}
+
+fs::path NightlyRun::pick_run(const json& settings) {
+  const fs::path runs_dir = out_ / "runs";
+  fs::create_directories(runs_dir);
+  const std::vector<fs::path> runs = nightly_runs(out_);
+  int last = runs.empty() ? 0 : std::stoi(runs.back().filename().string());
+  if (!runs.empty() && !run_sealed(runs.back())) {
+    const fs::path& r = runs.back();
+    std::string why;
+    if (o_.reset) {
+      why = "abandoned on purpose (--reset)";
+    } else if (run_failures(r) >= o_.max_attempts) {
+      const json f = read_json(r / "failures.json");
+      why = "failed " + std::to_string(run_failures(r)) + " time(s) (the most --max-attempts allows); last error: " +
+            f.value("last_error", std::string("?"));
+    } else if (fs::exists(r / "run.json")) {
+      const std::string change = settings_change(read_json(r / "run.json").value("settings", json::object()), settings);
+      if (!change.empty()) why = "its settings differ from this command's: " + change;
+    }
+    if (why.empty()) {
+      log_("continuing run " + r.string() + (run_failures(r) > 0 ? " (attempt " + std::to_string(run_failures(r) + 1) + " of " +
+                                                                        std::to_string(o_.max_attempts) + ")"
+                                                                  : std::string()));
+      return r;
+    }
+    abandon_run(r, why);
+    log_("run " + r.filename().string() + " abandoned: " + why + "; starting a fresh run");
+  } else if (o_.reset) {
+    log_("--reset: no unfinished run to abandon");
+  }
+  if (last >= 9999) fail(runs_dir.string(), "holds 9999 runs already", "archive old runs");
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04d", last + 1);
+  fs::create_directories(runs_dir / buf);
+  return runs_dir / buf;
+}
+
+bool NightlyRun::train(const json& run_info, NightlyResult& res) {
+  const fs::path train_dir = run_ / "train";
+  std::vector<std::string> args = run_info.at("train_args").get<std::vector<std::string>>();
+  const double budget = run_info.at("settings").value("budget_sec", 0.0);
+  bool budget_exhausted = false;
+  double left = 0;
+  if (budget > 0) {
+    const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
+    left = budget - (ck ? ck->elapsed_s : 0.0);
+    if (left <= 0) budget_exhausted = true;
+    else args.insert(args.end(), {"--max-wall", fmt("%.6f", left)});
+  }
+  bool diverged = false;
+  if (!budget_exhausted) {
+    log_("training in a child process; its output: " + (run_ / "train.out").string());
+    const auto t0 = std::chrono::steady_clock::now();
+    const ChildExit ex = run_child(o_.exe, args, (run_ / "train.out").string(), o_.stop_signal);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
+    const std::string at = ck ? "training saved at step " + std::to_string(ck->step) : std::string("training had saved no step yet");
+    if (const int sig = stop(); sig != 0) {
+      res = interrupted(sig, at);
+      return false;
+    }
+    if (!ex.exited)
+      fail((run_ / "train.out").string(), "the training process was killed by signal " + std::to_string(ex.code) + " (" + at + ")",
+           "run the same command again to continue (failure " + std::to_string(run_failures(run_) + 1) + " of at most " +
+               std::to_string(o_.max_attempts) + ")");
+    if (ex.code == exit_code::kDiverged) {
+      diverged = true;
+    } else if (ex.code >= 128) {  // stopped by a signal sent to it alone: it saved, continue later
+      res = interrupted(0, at + " (training was stopped by signal " + std::to_string(ex.code - 128) + ")");
+      return false;
+    } else if (ex.code != exit_code::kFinished && ex.code != exit_code::kStopped) {
+      fail((run_ / "train.out").string(), "training failed (exit code " + std::to_string(ex.code) + "):\n" +
+                                              file_tail((run_ / "train.out").string()),
+           "the next job retries this run (at most " + std::to_string(o_.max_attempts) + " failures), then starts a fresh one");
+    }
+    budget_exhausted = !diverged && budget > 0 && (wall >= left * 0.99 || (ck && ck->elapsed_s >= budget));
+  }
+  const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
+  const int64_t total = planned_steps(train_dir);
+  const bool finished = ck && fs::exists(train_dir / "adapter_model.safetensors") && total > 0 && ck->step >= total;
+  if (!diverged && !finished && !budget_exhausted) {
+    // train stopped by its own conditions (window, power, --max-steps): the run goes on later.
+    res = interrupted(0, "training stopped by its conditions at step " + std::to_string(ck ? ck->step : 0) + " of " +
+                             std::to_string(total));
+    return false;
+  }
+  write_json(run_ / "trained.json", {{"steps", ck ? ck->step : 0},
+                                     {"total", total},
+                                     {"elapsed_s", ck ? ck->elapsed_s : 0.0},
+                                     {"finished", finished},
+                                     {"diverged", diverged},
+                                     {"budget_exhausted", budget_exhausted}});
+  return true;
+}
+
+NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& model, const json& settings) {
   NightlyResult res;
-  res.run_dir = run.string();
-
+  res.run_dir = run_.string();
   // 1. data (run.json, written last, marks it complete).
   json run_info;
-  if (fs::exists(run / "run.json")) {
-    run_info = read_json(run / "run.json");
-    if (run_info.value("user", "") != user || run_info.value("model", "") != fs::absolute(o.model).string())
-      fail((run / "run.json").string(),
-           "an unfinished run for user " + run_info.value("user", std::string("?")) + " with model " +
-               run_info.value("model", std::string("?")) + " is in this folder",
-           "run with that user and model to finish it, or remove " + run.string());
-    log("continuing run " + run.string() + " (with the settings it started with)");
+  if (fs::exists(run_ / "run.json")) {
+    run_info = read_json(run_ / "run.json");
   } else {
-    const NightlyData& d = split;
-    write_file_atomic((run / "heldout_questions.json").string(), lamp2_questions_json(d.heldout));
-    write_file_atomic((run / "heldout_outputs.json").string(), lamp2_outputs_json(d.heldout_golds));
-    write_prompt_completion_jsonl(d.train, (run / "train.jsonl").string());
+    log_("run " + run_.string() + " (" + task.name() + ")");
+    const json data = task.write(run_, log_);
     // --from-current continues the adapter published when the run started (a stable folder).
-    const std::string start_adapter = o.from_current ? nightly_current_adapter(o.out) : "";
-    run_info = {{"user", user},
-                {"model", fs::absolute(o.model).string()},
-                {"questions", fs::absolute(qpath).string()},
-                {"data_fingerprint", fingerprint_path(qpath)},
-                {"method", o.method},
-                {"k_retrieved", o.k_retrieved},
-                {"train_examples", d.train.size()},
-                {"heldout_items", d.heldout.questions.size()},
-                {"heldout_unknown_tags", d.n_unknown_tags},
+    const std::string start_adapter = o_.from_current ? nightly_current_adapter(out_.string()) : "";
+    run_info = {{"task", task.name()},
+                {"settings", settings},
+                {"data", data},
                 {"start_adapter", start_adapter},
-                {"budget_sec", o.budget_sec},
-                {"threads", o.threads},
-                {"report", o.report},
-                {"train_args", train_arguments(o, run, start_adapter)}};
-    write_json(run / "run.json", run_info);
-    log("run " + run.string() + ": user " + user + ", " + std::to_string(d.train.size()) + " training examples, " +
-        std::to_string(d.heldout.questions.size()) + " held-out items");
+                {"threads", o_.threads},
+                {"report", o_.report},
+                {"train_args", train_arguments(o_, run_, start_adapter)}};
+    write_json(run_ / "run.json", run_info);
   }
-  const int k = run_info.value("k_retrieved", 0);
-  const double budget = run_info.value("budget_sec", 0.0);
-  const int threads = run_info.value("threads", 0);
-  const fs::path train_dir = run / "train";
+  if (const int sig = stop(); sig != 0) return interrupted(sig, "before training");
 
-  // 2. train (the child resumes from its checkpoints by itself).
-  if (!fs::exists(run / "trained.json")) {
-    std::vector<std::string> args = run_info.at("train_args").get<std::vector<std::string>>();
-    bool budget_exhausted = false;
-    if (budget > 0) {
-      const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
-      const double left = budget - (ck ? ck->elapsed_s : 0.0);
-      if (left <= 0) budget_exhausted = true;
-      else args.insert(args.end(), {"--max-wall", fmt("%.6f", left)});
-    }
-    if (!budget_exhausted) {
-      log("training (" + run_info.value("method", std::string()) + ") in a child process; its output: " +
-          (run / "train.out").string());
-      const ChildExit ex = run_child(o.exe, args, (run / "train.out").string());
-      if (!ex.exited || ex.code == 129 || ex.code == 130 || ex.code == 143) {
-        res.outcome = NightlyOutcome::Interrupted;
-        log(std::string("training was interrupted (") +
-            (ex.exited ? "exit code " + std::to_string(ex.code) : "signal " + std::to_string(ex.code)) +
-            "); its checkpoints are kept: run the same command again to continue");
-        return res;
-      }
-      if (ex.code != 0 && ex.code != 75)  // 75: stopped by the budget (exit_codes.h)
-        fail((run / "train.out").string(), "training failed (exit code " + std::to_string(ex.code) + "):\n" +
-                                               file_tail((run / "train.out").string()));
-    }
-    const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
-    if (!ck) fail(train_dir.string(), "training left no checkpoint", "see " + (run / "train.out").string());
-    const int64_t total = planned_steps(train_dir);
-    const bool finished = fs::exists(train_dir / "adapter_model.safetensors") && total > 0 && ck->step >= total;
-    write_json(run / "trained.json", {{"steps", ck->step},
-                                      {"total", total},
-                                      {"elapsed_s", ck->elapsed_s},
-                                      {"finished", finished},
-                                      {"budget_exhausted", !finished}});
+  // 2. train (the child resumes from its checkpoints by itself). The model is not kept in
+  // memory meanwhile: on a small device it should not be there twice.
+  if (!fs::exists(run_ / "trained.json")) {
+    model.reset();
+    if (!train(run_info, res)) return res;
   }
-  const json trained = read_json(run / "trained.json");
+  const json trained = read_json(run_ / "trained.json");
   res.train_steps = trained.value("steps", int64_t{0});
   res.train_total = trained.value("total", int64_t{0});
   res.train_elapsed_s = trained.value("elapsed_s", 0.0);
   res.budget_exhausted = trained.value("budget_exhausted", false);
+  const bool diverged = trained.value("diverged", false);
+  if (!model) model = Model::load(o_.model);
+  if (const int sig = stop(); sig != 0) return interrupted(sig, "after training, before the evaluation");
 
-  // The model is loaded only now: on a small device it should not be in memory twice while
-  // the child trains.
-  std::unique_ptr<Model> model = Model::load(o.model);
-
-  // 3. candidate: the newest checkpoint's adapter.
-  const fs::path cand_dir = run / "candidate";
-  if (!fs::exists(cand_dir / "adapter.gguf")) {
+  // 3. candidate: the newest checkpoint's adapter (none when training diverged before one).
+  const fs::path cand_dir = run_ / "candidate";
+  const fs::path train_dir = run_ / "train";
+  if (!fs::exists(cand_dir / "adapter_config.json")) {
     Checkpoint ck;
-    if (!newest_checkpoint(train_dir, &ck)) fail(train_dir.string(), "the training checkpoints are gone");
-    fs::create_directories(cand_dir);
-    save_adapter_peft(ck.state.adapter, *model, cand_dir.string());
-    save_adapter_gguf(ck.state.adapter, *model, (cand_dir / "adapter.gguf").string());  // written last: the marker
+    if (newest_checkpoint(train_dir, &ck)) {
+      fs::create_directories(cand_dir);
+      if (o_.gguf) save_adapter_gguf(ck.state.adapter, *model, (cand_dir / "adapter.gguf").string());
+      save_adapter_peft(ck.state.adapter, *model, cand_dir.string());  // adapter_config.json last: the marker
+    } else if (!diverged) {
+      fail(train_dir.string(), "training left no checkpoint", "see " + (run_ / "train.out").string());
+    }
   }
+  const bool have_candidate = fs::exists(cand_dir / "adapter_config.json");
 
-  // 4. eval, on the held-out items. eval.json holds the decision, so it is taken once.
-  const std::string current_at_eval = nightly_current_adapter(o.out);
-  if (!fs::exists(run / "eval.json")) {
-    const Lamp2Questions hq = load_lamp2_questions((run / "heldout_questions.json").string());
-    const Lamp2Outputs ho = load_lamp2_outputs((run / "heldout_outputs.json").string());
-    Lamp2EvalOptions eo;
-    eo.k_retrieved = k;
-    eo.threads = threads;
-    const LoraAdapter cand = load_adapter(cand_dir.string(), *model);
-    log("evaluating the candidate and the current adapter on " + std::to_string(hq.questions.size()) +
-        " held-out items");
-    const Lamp2EvalResult rc = evaluate_lamp2(*model, &cand, hq, ho, eo);
-    std::optional<LoraAdapter> cur;
-    if (!current_at_eval.empty()) cur = load_adapter(current_at_eval, *model);
-    const Lamp2EvalResult ru = evaluate_lamp2(*model, cur ? &*cur : nullptr, hq, ho, eo);
-    const ClassificationMetrics& mc = rc.metrics.overall;
-    const ClassificationMetrics& mu = ru.metrics.overall;
-    // Not worse: at least as many held-out items right, and on a tie a macro-F1 at least as high.
-    const bool publish = mc.n_correct > mu.n_correct || (mc.n_correct == mu.n_correct && mc.macro_f1 >= mu.macro_f1);
-    write_json(run / "eval.json", {{"candidate", metrics_json(mc)},
-                                   {"current", metrics_json(mu)},
-                                   {"current_adapter", current_at_eval},
-                                   {"publish", publish},
-                                   {"candidate_detail", json::parse(lamp2_eval_json(rc, true))},
-                                   {"current_detail", json::parse(lamp2_eval_json(ru, true))}});
+  // 4. eval, on the held-out items. eval.json holds the scores, so they are taken once.
+  const std::string current_at_eval = nightly_current_adapter(out_.string());
+  if (!fs::exists(run_ / "eval.json")) {
+    json ev = {{"current_adapter", current_at_eval}, {"have_candidate", have_candidate}};
+    int64_t n_skipped = 0;
+    const Dataset held =
+        load_heldout(run_ / "heldout.jsonl", *model->tokenizer, run_info.at("settings").value("seq_len", int64_t{512}), n_skipped);
+    ev["heldout_items"] = held.examples.size();
+    ev["heldout_skipped"] = n_skipped;
+    // A diverged run is not published whatever it scores: no need to score it.
+    if (have_candidate && !diverged && !held.examples.empty()) {
+      log_("scoring the candidate and the " + std::string(current_at_eval.empty() ? "base model" : "current adapter") +
+           " on " + std::to_string(held.examples.size()) + " held-out items");
+      const LoraAdapter cand = load_adapter(cand_dir.string(), *model);
+      std::optional<LoraAdapter> cur;
+      if (!current_at_eval.empty()) cur = load_adapter(current_at_eval, *model);
+      const int threads = run_info.value("threads", 0);
+      ev["candidate_finite"] = adapter_finite(cand);
+      ev["candidate_losses"] = losses_json(heldout_loss(*model, &cand, held, threads));
+      ev["current_losses"] = losses_json(heldout_loss(*model, cur ? &*cur : nullptr, held, threads));
+      json detail;
+      if (std::optional<TaskMetric> m = task.metric(*model, cand, cur ? &*cur : nullptr, run_, run_info, detail)) {
+        ev["metric"] = {{"name", m->name}, {"candidate", m->candidate}, {"current", m->current}};
+        ev["metric_detail"] = detail;
+      }
+    }
+    write_json(run_ / "eval.json", ev);
   }
-  const json ev = read_json(run / "eval.json");
-  res.candidate = metrics_from_json(ev.at("candidate"));
-  res.current = metrics_from_json(ev.at("current"));
+  const json ev = read_json(run_ / "eval.json");
   res.current_before = ev.value("current_adapter", std::string());
-  const bool publish = ev.value("publish", false);
 
-  // 5. publish (repeatable: a job killed here writes the same folder and link again).
-  if (publish) {
-    const fs::path dest = fs::path(o.out) / "adapters" / run.filename();
+  // 5. decide, publish (repeatable: a job killed here links the same files again).
+  GateInput gi;
+  gi.diverged = diverged || !ev.value("have_candidate", false);
+  gi.candidate_weights_finite = ev.value("candidate_finite", true);
+  gi.train_steps = res.train_steps;
+  if (ev.contains("candidate_losses")) {
+    gi.candidate = losses_from_json(ev["candidate_losses"]);
+    gi.current = losses_from_json(ev["current_losses"]);
+  }
+  if (ev.contains("metric")) gi.metric = TaskMetric{ev["metric"]["name"], ev["metric"]["candidate"], ev["metric"]["current"]};
+  const GateDecision gd = nightly_gate(gi, o_.gate);
+  res.reason = gd.reason;
+  res.candidate_loss = gd.candidate_loss;
+  res.current_loss = gd.current_loss;
+  if (gd.publish) {
+    const fs::path dest = out_ / "adapters" / run_.filename();
     fs::create_directories(dest);
-    const LoraAdapter cand = load_adapter(cand_dir.string(), *model);
-    save_adapter_peft(cand, *model, dest.string());
-    save_adapter_gguf(cand, *model, (dest / "adapter.gguf").string());
-    write_json(dest / "heldout_metrics.json", ev.at("candidate"));
-    nightly_point_current(o.out, dest.string());
+    for (const auto& e : fs::directory_iterator(cand_dir)) link_or_copy(e.path(), dest / e.path().filename());
+    nightly_point_current(out_.string(), dest.string());
     res.outcome = NightlyOutcome::Published;
   } else {
     res.outcome = NightlyOutcome::KeptCurrent;
   }
-  res.current_after = nightly_current_adapter(o.out);
+  res.current_after = nightly_current_adapter(out_.string());
+  json decision = {{"outcome", nightly_outcome_name(res.outcome)},
+                   {"reason", gd.reason},
+                   {"rule", nightly_gate_rule(o_.gate)},
+                   {"task", task.name()},
+                   {"heldout_items", gi.candidate.size()},
+                   {"min_heldout", o_.gate.min_heldout},
+                   {"train_items", run_info.at("data").value("train_items", int64_t{0})},
+                   {"candidate", {{"loss", gd.candidate_loss}, {"finite", gi.candidate_weights_finite}}},
+                   {"current", {{"loss", gd.current_loss}, {"adapter", res.current_before}}},
+                   {"current_before", res.current_before},
+                   {"current_after", res.current_after},
+                   {"train_steps", res.train_steps},
+                   {"train_total", res.train_total},
+                   {"train_elapsed_s", res.train_elapsed_s},
+                   {"budget_exhausted", res.budget_exhausted},
+                   {"diverged", gi.diverged}};
+  if (gd.loss_comparison) {
+    const PairedComparison& c = *gd.loss_comparison;
+    decision["loss_improvement"] = {{"mean", c.mean_diff},       {"ci_low", c.ci_low},         {"ci_high", c.ci_high},
+                                    {"confidence", c.confidence}, {"resamples", c.resamples},   {"items_better", c.n_a_better},
+                                    {"items_worse", c.n_b_better}};
+  }
+  if (gi.metric) {
+    decision["metric"] = ev["metric"];
+    decision["candidate"][gi.metric->name] = gi.metric->candidate;
+    decision["current"][gi.metric->name] = gi.metric->current;
+  }
 
-  // 6. report, summary, decision (the decision marks the run finished).
+  // 6. seal: free what is no longer needed, then the report, summary and decision (the
+  // decision seals the run).
+  std::error_code ec;
+  free_run_training(run_);
+  prune_job(out_, o_.keep_adapters);
+  const StorageUse use = measure_storage(out_);
+  decision["storage"] = storage_json(use);
   std::string report_note;
-  if (run_info.value("report", true) && !fs::exists(run / "report.out")) {
+  if (run_info.value("report", true) && !fs::exists(run_ / "report.out")) {
     // `nightlora report` belongs to another part of the tool; it is used when present.
-    const ChildExit probe = run_child(o.exe, {"report", "--help"}, (run / "report.probe").string());
-    fs::remove(run / "report.probe", ec);
+    const ChildExit probe = run_child(o_.exe, {"report", "--help"}, (run_ / "report.probe").string());
+    fs::remove(run_ / "report.probe", ec);
     if (probe.exited && probe.code == 0) {
-      const ChildExit rep = run_child(o.exe, {"report", train_dir.string(), "--out", (run / "report.html").string()},
-                                      (run / "report.out").string());
+      const ChildExit rep = run_child(o_.exe, {"report", train_dir.string(), "--out", (run_ / "report.html").string()},
+                                      (run_ / "report.out").string());
       report_note = rep.exited && rep.code == 0 ? "[report.html](report.html)"
-                                                : "`nightlora report` failed, see " + (run / "report.out").string();
+                                                : "`nightlora report` failed, see " + (run_ / "report.out").string();
     } else {
       report_note = "`nightlora report` is not available in this build";
     }
   }
-  write_file_atomic((run / "summary.md").string(), summary_markdown(res, run_info, report_note));
-  write_json(run / "decision.json", {{"outcome", nightly_outcome_name(res.outcome)},
-                                     {"candidate", ev.at("candidate")},
-                                     {"current", ev.at("current")},
-                                     {"current_before", res.current_before},
-                                     {"current_after", res.current_after},
-                                     {"train_steps", res.train_steps},
-                                     {"train_total", res.train_total},
-                                     {"train_elapsed_s", res.train_elapsed_s},
-                                     {"budget_exhausted", res.budget_exhausted}});
-  log(std::string("decision: ") + nightly_outcome_name(res.outcome) + " (candidate " +
-      std::to_string(res.candidate.n_correct) + "/" + std::to_string(res.candidate.n) + ", current " +
-      std::to_string(res.current.n_correct) + "/" + std::to_string(res.current.n) + "); summary: " +
-      (run / "summary.md").string());
+  write_file_atomic((run_ / "summary.md").string(), nightly_summary_markdown(res, run_info, decision, storage_line(use), report_note));
+  write_json(run_ / "decision.json", decision);
+  log_(std::string("decision: ") + nightly_outcome_name(res.outcome) + ": " + gd.reason + "; summary: " +
+       (run_ / "summary.md").string());
+  log_("storage: " + storage_line(use));
   return res;
 }
+
+NightlyResult NightlyRun::run() {
+  // Options and inputs first: a typo fails before OUT is touched.
+  parse_train_method(o_.method);
+  if (o_.budget_sec < 0) fail("--budget-sec", "must not be negative");
+  if (o_.max_attempts < 1) fail("--max-attempts", "must be at least 1");
+  if (o_.keep_adapters < 1) fail("--keep-adapters", "must be at least 1 (the current adapter is always kept)");
+  if (o_.exe.empty() || ::access(o_.exe.c_str(), X_OK) != 0)
+    fail(o_.exe, "the nightlora executable to run training with is not there");
+  std::error_code ec;
+  if (!fs::exists(o_.model, ec)) fail(o_.model, "--model does not exist");
+  std::unique_ptr<NightlyTask> task = make_nightly_task(o_);
+  std::unique_ptr<Model> model = Model::load(o_.model);
+  task->load(o_, *model);
+  const json settings = run_settings(o_, task->name());
+
+  out_ = o_.out;
+  fs::create_directories(out_, ec);
+  if (ec) fail(o_.out, "cannot create the job folder: " + ec.message());
+  // Inherited by the training child: a new job waits (a while) for an orphaned child to stop.
+  FolderLock lock(out_.string(), "nightly job", 60.0, true);
+  prune_job(out_, o_.keep_adapters);  // what a job killed while sealing left
+  run_ = pick_run(settings);
+  try {
+    return run_steps(*task, model, settings);
+  } catch (const FolderBusy&) {
+    throw;
+  } catch (const Error& e) {
+    record_run_failure(run_, e.what());
+    throw;
+  }
+}
+
+}  // namespace
+
+NightlyResult run_nightly(const NightlyOptions& opt, const NightlyLog& log) { return NightlyRun(opt, log).run(); }
 
 }  // namespace nl

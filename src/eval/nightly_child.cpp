@@ -14,7 +14,8 @@
 
 namespace nl {
 
-ChildExit run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log_path) {
+ChildExit run_child(const std::string& exe, const std::vector<std::string>& args, const std::string& log_path,
+                    const std::function<int()>& stop) {
   // Everything the child needs is prepared before fork: only async-signal-safe calls after it.
   std::vector<std::string> argv_s;
   argv_s.push_back(exe);
@@ -45,9 +46,18 @@ ChildExit run_child(const std::string& exe, const std::vector<std::string>& args
   ::close(log_fd);
   int status = 0;
   pid_t r;
-  do {
-    r = ::waitpid(pid, &status, 0);
-  } while (r < 0 && errno == EINTR);
+  bool forwarded = false;
+  for (;;) {
+    r = ::waitpid(pid, &status, stop ? WNOHANG : 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r != 0) break;
+    // Polled rather than woken by the signal: the handlers restart system calls (SA_RESTART).
+    if (!forwarded && stop() != 0) {
+      ::kill(pid, SIGTERM);
+      forwarded = true;
+    }
+    ::usleep(20000);
+  }
   if (r < 0) fail(exe, std::string("lost the training process: ") + std::strerror(errno));
   ChildExit e;
   if (WIFEXITED(status)) {

@@ -59,4 +59,12 @@ struct PairedComparison {
 PairedComparison paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, int resamples = 10000,
                                   uint64_t seed = 0, double confidence = 0.95);
 
+// Below this many units a bootstrap interval means nothing: with one unit every resample is
+// that unit (an interval of zero width), with a handful it is the few values themselves.
+// The nightly gate decides nothing below it; lamp2-compare says so next to the interval.
+constexpr int64_t kMinPairedUnits = 5;
+// "" when c.n >= kMinPairedUnits, else a sentence saying why the interval is not meaningful
+// (`unit`: "user", "item").
+std::string paired_units_warning(const PairedComparison& c, const std::string& unit);
+
 }  // namespace nl
