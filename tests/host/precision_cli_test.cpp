@@ -177,7 +177,7 @@ TEST(PrecisionCli, ForcedModeAndPlanFilesApplyToEveryProduct) {
       {"--precision auto --precision-tol -1", "--precision-tol"},
       {"--precision auto --precision-calib-tokens 1", "--precision-calib-tokens"},
       {"--precision " + shq((td / "short.json").string()), "the plan is for 3 layers, the model has 5"},
-      {"--precision " + shq((td / "garbage.json").string()), "not valid JSON"},
+      {"--precision " + shq((td / "garbage.json").string()), "invalid JSON"},
   };
   for (const auto& [opt, expect] : bad) {
     SCOPED_TRACE(opt);
