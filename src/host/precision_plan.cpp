@@ -33,6 +33,9 @@ Precision mode_from_json(const nlohmann::json& v, const std::string& where) {
   fail(where, "unknown precision mode \"" + s + "\"", "use \"f32\", \"f16\" or \"int8\"");
 }
 
+// A version as the message shows it: a number as written, anything else described.
+std::string version_text(const nlohmann::json& v) { return v.is_number() ? v.dump() : json_brief(v); }
+
 const char* const kProductKeys[kNumFrozenProducts] = {"forward", "recompute", "input_grad"};
 
 }  // namespace
@@ -88,7 +91,7 @@ PrecisionPlan PrecisionPlan::from_json(const nlohmann::json& j, int64_t expect_l
   if (!format || !format->is_string() || *format != kFormat)
     fail(where, "not a precision plan (\"format\" is not \"" + std::string(kFormat) + "\")", redo);
   if (!j.contains("version") || j["version"] != kVersion)
-    fail(where, "precision plan version " + json_brief(j.value("version", nlohmann::json())) + " is not supported (this nightlora reads " +
+    fail(where, "precision plan version " + version_text(j.value("version", nlohmann::json())) + " is not supported (this nightlora reads " +
                     std::to_string(kVersion) + ")",
          redo);
   const nlohmann::json& nl_j = j.value("n_layer", nlohmann::json());

@@ -108,7 +108,8 @@ void read_model(const JsonPlace& m, TokenizerSpec& spec) {
       if (sp == std::string::npos) mg.fail("merge \"" + s + "\" has no space separating its two parts");
       spec.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else {
-      spec.merges.emplace_back(mg.item(0).string(), mg.item(1).string());
+      const std::string& left = mg.item(0).string();  // read in order: the first wrong one is named
+      spec.merges.emplace_back(left, mg.item(1).string());
     }
   }
   spec.ignore_merges = m.boolean_or("ignore_merges", false);

@@ -49,7 +49,7 @@ std::string explanation(const json::exception& ex) {
   if (size_t tag = what.find("] "); what.rfind("[json.exception.", 0) == 0 && tag != std::string::npos) what.erase(0, tag + 2);
   if (what.rfind("parse error", 0) == 0)
     if (size_t colon = what.find(": "); colon != std::string::npos) what.erase(0, colon + 2);
-  return what;
+  return shortened(what, 240);  // its "last read" quotes the input, which may be megabytes
 }
 
 // Builds the document as nlohmann's own DOM parser does, but keeps the path of the value being

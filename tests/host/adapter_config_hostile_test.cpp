@@ -7,6 +7,7 @@
 #include "input_error.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/modelio/gguf.h"
+#include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/modelio/safetensors.h"
 #include "test_util.h"
 
