@@ -273,8 +273,8 @@ Checkpoint decode_checkpoint(std::string_view payload, const std::string& where)
     h.key("version").fail("checkpoint format version " + std::to_string(version) + " is not supported (this nightlora reads 1)",
                           "resume it with the nightlora version that wrote it");
   Checkpoint c;
-  // What the trainer reads from these (check_identity, the progress figures) is checked here,
-  // so a damaged header is refused with its key, not met later as a type error.
+  // What check_identity and the trainer read from these is checked here, so a damaged header
+  // is refused naming its key, not met later as a type error.
   c.meta.identity = nlohmann::json::object();
   if (std::optional<JsonPlace> id = h.find("identity")) {
     c.meta.identity = id->object();
@@ -283,7 +283,7 @@ Checkpoint decode_checkpoint(std::string_view payload, const std::string& where)
   c.meta.progress = nlohmann::json::object();
   if (std::optional<JsonPlace> progress = h.find("progress")) {
     c.meta.progress = progress->object();
-    // Present means a value of the right type: the trainer reads them with json::value, which throws on null.
+    // The figures the trainer continues from: present means a value of the right type.
     const nlohmann::json& p = c.meta.progress;
     if (p.contains("elapsed_s")) progress->member("elapsed_s", p["elapsed_s"]).number(0.0);
     if (p.contains("tokens")) progress->member("tokens", p["tokens"]).integer(0);
