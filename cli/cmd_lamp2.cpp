@@ -25,6 +25,7 @@
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/json_read.h"
 
 namespace {
 
@@ -165,12 +166,7 @@ struct CompareArgs {
 
 // Reads the items of a `lamp2-eval --json` file back into a result (what compare needs).
 nl::Lamp2EvalResult read_eval_json(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(nl::read_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    nl::fail(path, "malformed JSON at byte " + std::to_string(e.byte), "give the output of `nightlora lamp2-eval --json`");
-  }
+  const nlohmann::json j = nl::parse_json(nl::read_file(path), path, "give the output of `nightlora lamp2-eval --json`");
   if (!j.is_object() || !j.contains("items") || !j["items"].is_array())
     nl::fail(path, "no \"items\" list", "give the output of `nightlora lamp2-eval --json`");
   nl::Lamp2EvalResult r;

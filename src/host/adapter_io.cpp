@@ -15,13 +15,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/safetensors.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/json_read.h"
 
 namespace nl {
 
@@ -29,6 +32,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
+
+// Bounds on what an adapter file may claim, far beyond any real model (the model's own shapes
+// are checked afterwards); they keep the arithmetic on them far from overflow.
+constexpr int64_t kMaxAdapterRank = int64_t{1} << 20;
+constexpr int64_t kMaxAdapterLayer = int64_t{1} << 20;
+
+std::string shortened(const std::string& s) { return s.size() > 24 ? s.substr(0, 24) + "..." : s; }
 
 const char* peft_module(Proj p) {
   static const char* names[kNumProj] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -121,6 +131,18 @@ struct LoadedPair {
   bool has_a = false, has_b = false;
 };
 
+// The layer number in a tensor name (digits, as the name pattern matched), refused when beyond
+// any model instead of overflowing.
+int64_t layer_number(const std::string& digits, const std::string& file, const std::string& tensor) {
+  int64_t v = 0;
+  for (char ch : digits) {
+    v = v * 10 + (ch - '0');
+    if (v > kMaxAdapterLayer) fail(file, "tensor '" + tensor + "': layer number " + shortened(digits) + " is out of range",
+                                   "this adapter was trained for another model");
+  }
+  return v;
+}
+
 std::vector<float> to_f32(QType t, const void* data, int64_t n, const std::string& where) {
   if (t != QType::F32 && t != QType::F16 && t != QType::BF16)
     fail(where, std::string("tensor type ") + qtype_name(t) + " is not supported for adapters", "use F32, F16 or BF16");
@@ -174,6 +196,38 @@ LoraAdapter assemble(const Model& m, std::map<std::pair<int64_t, int>, LoadedPai
   return a;
 }
 
+// What nightlora takes from a PEFT adapter_config.json, each field type-checked.
+struct PeftLoraConfig {
+  int64_t rank = 0;
+  float alpha = 0, dropout = 0;
+};
+
+PeftLoraConfig read_peft_config(const std::string& path) {
+  const char* hint = "nightlora reads adapter_config.json as PEFT writes it for a LoRA adapter";
+  const json doc = read_json_file(path, hint);
+  const JsonPlace cfg(doc, path, hint);
+  cfg.object();
+  if (std::optional<JsonPlace> pt = cfg.find("peft_type"); pt && pt->string() != "LORA")
+    pt->fail("\"" + pt->string() + "\" is not \"LORA\"", "only LoRA adapters are supported");
+  PeftLoraConfig c;
+  c.rank = cfg.key("r").integer(1, kMaxAdapterRank);
+  const double huge = std::numeric_limits<float>::max();
+  c.alpha = static_cast<float>(cfg.key("lora_alpha").number(-huge, huge));
+  c.dropout = static_cast<float>(cfg.number_or("lora_dropout", 0.0, 0.0, 1.0));
+  for (const char* flag : {"use_rslora", "use_dora", "fan_in_fan_out"})
+    if (cfg.boolean_or(flag, false)) cfg.key(flag).fail("true, which nightlora does not support");
+  for (const char* pattern : {"rank_pattern", "alpha_pattern"})
+    if (std::optional<JsonPlace> v = cfg.find(pattern); v && !v->object().empty())
+      v->fail("per-module ranks/alphas are not supported");
+  if (std::optional<JsonPlace> bias = cfg.find("bias"); bias && bias->string() != "none")
+    bias->fail("\"" + bias->string() + "\": trained biases are not supported");
+  // Which modules the adapter covers comes from its tensors; the list is only checked to be one
+  // PEFT can write (a regex string, or a list of module names).
+  if (std::optional<JsonPlace> t = cfg.find("target_modules"); t && !t->value().is_string())
+    for (size_t i = 0; i < t->array().size(); ++i) t->item(i).string();
+  return c;
+}
+
 LoraAdapter load_peft(const fs::path& dir, const Model& m) {
   fs::path cfg_path = dir / "adapter_config.json", st_path = dir / "adapter_model.safetensors";
   if (!fs::exists(cfg_path))
@@ -181,37 +235,7 @@ LoraAdapter load_peft(const fs::path& dir, const Model& m) {
   if (!fs::exists(st_path))
     fail(st_path.string(), "missing",
          "a PEFT adapter folder holds adapter_model.safetensors (the older adapter_model.bin is not supported)");
-  json cfg;
-  try {
-    std::ifstream f(cfg_path);
-    cfg = json::parse(f);
-  } catch (const json::exception& e) {
-    fail(cfg_path.string(), std::string("malformed JSON: ") + e.what());
-  }
-  auto get = [&](const char* k) -> const json* { return cfg.is_object() && cfg.contains(k) ? &cfg[k] : nullptr; };
-  const json* pt = get("peft_type");
-  if (pt && (!pt->is_string() || pt->get<std::string>() != "LORA"))
-    fail(cfg_path.string(), "peft_type is " + pt->dump() + ", not \"LORA\"", "only LoRA adapters are supported");
-  const json* r = get("r");
-  const json* la = get("lora_alpha");
-  if (!r || !r->is_number_integer() || !la || !la->is_number())
-    fail(cfg_path.string(), "needs integer \"r\" and numeric \"lora_alpha\"");
-  for (const char* flag : {"use_rslora", "use_dora", "fan_in_fan_out"}) {
-    const json* v = get(flag);
-    if (v && v->is_boolean() && v->get<bool>())
-      fail(cfg_path.string(), std::string(flag) + " is true, which nightlora does not support");
-  }
-  for (const char* pat : {"rank_pattern", "alpha_pattern"}) {
-    const json* v = get(pat);
-    if (v && v->is_object() && !v->empty())
-      fail(cfg_path.string(), std::string(pat) + " is set: per-module ranks/alphas are not supported");
-  }
-  const json* bias = get("bias");
-  if (bias && bias->is_string() && bias->get<std::string>() != "none")
-    fail(cfg_path.string(), "bias is \"" + bias->get<std::string>() + "\": trained biases are not supported");
-  float dropout = 0;
-  if (const json* d = get("lora_dropout"); d && d->is_number()) dropout = d->get<float>();
-
+  const PeftLoraConfig cfg = read_peft_config(cfg_path.string());
   auto st = SafetensorsFile::open(st_path.string());
   // base_model.model.model.layers.N.<module>.lora_A.weight (optionally with an adapter name
   // such as ".default" before ".weight", as some PEFT versions keep it).
@@ -223,7 +247,7 @@ LoraAdapter load_peft(const fs::path& dir, const Model& m) {
     if (!std::regex_match(t.name, mm, re))
       fail(st_path.string(), "unexpected tensor '" + t.name + "'",
            "nightlora reads LoRA A/B tensors of q,k,v,o,gate,up,down projections only");
-    int64_t layer = std::stoll(mm[1].str());
+    const int64_t layer = layer_number(mm[1].str(), st_path.string(), t.name);
     int pi = -1;
     for (int p = 0; p < kNumProj; ++p)
       if (mm[2].str() == peft_module(static_cast<Proj>(p))) pi = p;
@@ -243,10 +267,9 @@ LoraAdapter load_peft(const fs::path& dir, const Model& m) {
       lp.B = std::move(v);
     }
   }
-  LoraAdapter a = assemble(m, found, la->get<float>(), dropout, false, st_path.string());
-  if (a.cfg.rank != r->get<int64_t>())
-    fail(cfg_path.string(), "r is " + std::to_string(r->get<int64_t>()) + " but the tensors have rank " +
-                                std::to_string(a.cfg.rank));
+  LoraAdapter a = assemble(m, found, cfg.alpha, cfg.dropout, false, st_path.string());
+  if (a.cfg.rank != cfg.rank)
+    fail(cfg_path.string(), "r is " + std::to_string(cfg.rank) + " but the tensors have rank " + std::to_string(a.cfg.rank));
   return a;
 }
 
@@ -270,7 +293,7 @@ LoraAdapter load_gguf_adapter(const std::string& path, const Model& m) {
     if (!std::regex_match(t.name, mm, re))
       fail(path, "unexpected tensor '" + t.name + "'",
            "nightlora reads LoRA tensors of attn_q/k/v/output and ffn_gate/up/down only");
-    int64_t layer = std::stoll(mm[1].str());
+    const int64_t layer = layer_number(mm[1].str(), path, t.name);
     int pi = -1;
     for (int p = 0; p < kNumProj; ++p)
       if (mm[2].str() == gguf_base(static_cast<Proj>(p))) pi = p;

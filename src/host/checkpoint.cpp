@@ -1,13 +1,16 @@
 #include "nightlora/host/checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "nightlora/util/error.h"
+#include "nightlora/util/json_read.h"
 
 namespace nl {
 
@@ -15,7 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr char kMagic[8] = {'N', 'L', 'T', 'R', 'A', 'I', 'N', '1'};
-constexpr int64_t kMaxDim = int64_t{1} << 31;  // products of two stay far from overflow  // sanity bound on a stored dimension
+constexpr int64_t kMaxDim = int64_t{1} << 31;  // sanity bound on a stored dimension: products of two stay far from overflow
+// No run comes near 2^53 optimizer steps or examples read; a larger counter is damage (or
+// forgery), and would overflow the schedule's and the data order's arithmetic.
+constexpr int64_t kMaxCounter = int64_t{1} << 53;
+// The fewest bytes a stored LoRA pair takes (enabled flag, two sizes, six value counts), so a
+// pair count is checked against the bytes left before anything is allocated for it.
+constexpr uint64_t kMinPairBytes = 9 * 8;
 
 void put_u64(std::string& out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -50,8 +59,25 @@ struct Reader {
   }
   int64_t dim(const char* what) {
     uint64_t v = u64();
-    if (v > static_cast<uint64_t>(kMaxDim)) bad(std::string(what) + " out of range");
+    if (v > static_cast<uint64_t>(kMaxDim)) bad(std::string(what) + " " + std::to_string(v) + " is out of range");
     return static_cast<int64_t>(v);
+  }
+  // A run counter, stored as a two's-complement int64.
+  int64_t counter(const char* what) {
+    const int64_t v = static_cast<int64_t>(u64());
+    if (v < 0) bad(std::string(what) + " " + std::to_string(v) + " is negative");
+    if (v > kMaxCounter) bad(std::string(what) + " " + std::to_string(v) + " is beyond any run (at most 2^53)");
+    return v;
+  }
+  // A float stored in the low 32 bits of a u64.
+  float f32(const char* what) {
+    const uint64_t v = u64();
+    if (v >> 32) bad(std::string(what) + " is not a stored float");
+    const uint32_t bits = static_cast<uint32_t>(v);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (!std::isfinite(f)) bad(std::string(what) + " is not finite");
+    return f;
   }
   std::vector<float> floats(size_t expect, const char* what) {
     uint64_t n = u64();
@@ -154,21 +180,26 @@ std::string encode_train_state(const TrainState& s) {
 TrainState decode_train_state(std::string_view bytes, const std::string& where) {
   Reader r{bytes, where};
   TrainState s;
-  s.step = static_cast<int64_t>(r.u64());
-  s.data_pos = static_cast<int64_t>(r.u64());
-  s.adam_t = static_cast<int64_t>(r.u64());
-  if (s.step < 0 || s.data_pos < 0 || s.adam_t < 0) r.bad("negative counter");
+  s.step = r.counter("step");
+  s.data_pos = r.counter("data position");
+  s.adam_t = r.counter("AdamW step count");
+  // AdamW steps once per optimizer update at most (never for MeZO, nor for a skipped update).
+  if (s.adam_t > s.step)
+    r.bad("AdamW step count " + std::to_string(s.adam_t) + " exceeds the step " + std::to_string(s.step));
   LoraConfig cfg;
   cfg.rank = r.dim("rank");
-  uint32_t alpha_bits = static_cast<uint32_t>(r.u64()), dropout_bits = static_cast<uint32_t>(r.u64());
-  std::memcpy(&cfg.alpha, &alpha_bits, 4);
-  std::memcpy(&cfg.dropout, &dropout_bits, 4);
+  if (cfg.rank < 1) r.bad("rank 0");
+  cfg.alpha = r.f32("LoRA alpha");
+  cfg.dropout = r.f32("LoRA dropout");
   uint64_t targets = r.u64();
+  if (targets >> kNumProj) r.bad("target set has unknown projections");
   for (int i = 0; i < kNumProj; ++i) cfg.targets[i] = (targets >> i) & 1;
   cfg.seed = r.u64();
   const int64_t n_layer = r.dim("layer count");
   const uint64_t n_pairs = r.u64();
   if (n_pairs != static_cast<uint64_t>(n_layer) * kNumProj) r.bad("pair count does not match the layer count");
+  if (n_pairs > (bytes.size() - r.pos) / kMinPairBytes)
+    r.bad(std::to_string(n_pairs) + " LoRA pairs cannot fit in the " + std::to_string(bytes.size() - r.pos) + " bytes left");
   s.adapter.cfg = cfg;
   s.adapter.n_layer = n_layer;
   s.adapter.pairs.resize(n_pairs);
@@ -176,7 +207,9 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
   s.adam_v = s.adapter;
   for (size_t i = 0; i < n_pairs; ++i) {
     LoraPair shape;
-    shape.enabled = r.u64() != 0;
+    const uint64_t enabled = r.u64();
+    if (enabled > 1) r.bad("pair enabled flag " + std::to_string(enabled) + " is neither 0 nor 1");
+    shape.enabled = enabled == 1;
     shape.in = r.dim("pair input size");
     shape.out = r.dim("pair output size");
     const size_t na = shape.enabled ? static_cast<size_t>(cfg.rank * shape.in) : 0;
@@ -230,18 +263,33 @@ std::string_view checkpoint_state_bytes(std::string_view payload, const std::str
 
 Checkpoint decode_checkpoint(std::string_view payload, const std::string& where) {
   auto [htext, state] = split_payload(payload, where);
-  nlohmann::json h = nlohmann::json::parse(htext, nullptr, false);
-  if (h.is_discarded() || !h.is_object() || h.value("format", "") != "nightlora-train-checkpoint")
-    fail(where, "the checkpoint header is not valid JSON of a nightlora training checkpoint",
-         "the file is damaged or not written by `nightlora train`");
-  if (h.value("version", 0) != 1)
-    fail(where, "checkpoint format version " + h["version"].dump() + " is not supported (this nightlora reads 1)",
-         "resume it with the nightlora version that wrote it");
+  const char* hint = "the file is damaged or not written by `nightlora train`; the previous checkpoint is used when there is one";
+  const nlohmann::json header = parse_json(htext, where, hint);
+  const JsonPlace h(header, where, hint);
+  h.object();
+  if (h.string_or("format", "") != "nightlora-train-checkpoint") h.fail("not the header of a nightlora training checkpoint");
+  const int64_t version = h.key("version").integer();
+  if (version != 1)
+    h.key("version").fail("checkpoint format version " + std::to_string(version) + " is not supported (this nightlora reads 1)",
+                          "resume it with the nightlora version that wrote it");
   Checkpoint c;
-  c.meta.identity = h.value("identity", nlohmann::json::object());
-  c.meta.progress = h.value("progress", nlohmann::json::object());
-  if (h.contains("precision_plan"))
-    c.precision = PrecisionPlan::from_json(h["precision_plan"], -1, where + ": precision_plan");
+  // What check_identity and the trainer read from these is checked here, so a damaged header
+  // is refused naming its key, not met later as a type error.
+  c.meta.identity = nlohmann::json::object();
+  if (std::optional<JsonPlace> id = h.find("identity")) {
+    c.meta.identity = id->object();
+    if (std::optional<JsonPlace> config = id->find("config")) config->object();
+  }
+  c.meta.progress = nlohmann::json::object();
+  if (std::optional<JsonPlace> progress = h.find("progress")) {
+    c.meta.progress = progress->object();
+    // The figures the trainer continues from: present means a value of the right type.
+    const nlohmann::json& p = c.meta.progress;
+    if (p.contains("elapsed_s")) progress->member("elapsed_s", p["elapsed_s"]).number(0.0);
+    if (p.contains("tokens")) progress->member("tokens", p["tokens"]).integer(0);
+  }
+  if (h.has("precision_plan"))
+    c.precision = PrecisionPlan::from_json(header["precision_plan"], -1, where + ": precision_plan");
   c.state = decode_train_state(state, where);
   return c;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "nightlora/util/error.h"
+#include "nightlora/util/json_read.h"
 
 namespace nl {
 
@@ -24,13 +25,16 @@ char mode_letter(Precision p) {
 
 // Reads one mode name, with an error that names where it is and what is accepted.
 Precision mode_from_json(const nlohmann::json& v, const std::string& where) {
-  if (!v.is_string()) fail(where, "a precision mode must be a string, found " + v.dump(), "use \"f32\", \"f16\" or \"int8\"");
+  if (!v.is_string()) fail(where, "a precision mode must be a string, found " + json_brief(v), "use \"f32\", \"f16\" or \"int8\"");
   const std::string s = v.get<std::string>();
   if (s == "f32") return Precision::F32;
   if (s == "f16") return Precision::F16;
   if (s == "int8") return Precision::Int8;
   fail(where, "unknown precision mode \"" + s + "\"", "use \"f32\", \"f16\" or \"int8\"");
 }
+
+// A version as the message shows it: a number as written, anything else described.
+std::string version_text(const nlohmann::json& v) { return v.is_number() ? v.dump() : json_brief(v); }
 
 const char* const kProductKeys[kNumFrozenProducts] = {"forward", "recompute", "input_grad"};
 
@@ -83,15 +87,16 @@ nlohmann::json PrecisionPlan::to_json() const {
 PrecisionPlan PrecisionPlan::from_json(const nlohmann::json& j, int64_t expect_layers, const std::string& where) {
   const std::string redo = "write it with `nightlora train --precision auto` (it saves precision_plan.json in --out)";
   if (!j.is_object()) fail(where, "a precision plan must be a JSON object", redo);
-  if (j.value("format", "") != kFormat)
+  const nlohmann::json* format = j.contains("format") ? &j["format"] : nullptr;
+  if (!format || !format->is_string() || *format != kFormat)
     fail(where, "not a precision plan (\"format\" is not \"" + std::string(kFormat) + "\")", redo);
   if (!j.contains("version") || j["version"] != kVersion)
-    fail(where, "precision plan version " + j.value("version", nlohmann::json()).dump() + " is not supported (this nightlora reads " +
+    fail(where, "precision plan version " + version_text(j.value("version", nlohmann::json())) + " is not supported (this nightlora reads " +
                     std::to_string(kVersion) + ")",
          redo);
   const nlohmann::json& nl_j = j.value("n_layer", nlohmann::json());
   if (!nl_j.is_number_integer() || nl_j.get<int64_t>() < 0)
-    fail(where, "\"n_layer\" must be a non-negative integer, found " + nl_j.dump(), redo);
+    fail(where, "\"n_layer\" must be a non-negative integer, found " + json_brief(nl_j), redo);
   const int64_t n = nl_j.get<int64_t>();
   if (expect_layers >= 0 && n != expect_layers)
     fail(where, "the plan is for " + std::to_string(n) + " layers, the model has " + std::to_string(expect_layers),
@@ -117,7 +122,7 @@ PrecisionPlan PrecisionPlan::from_json(const nlohmann::json& j, int64_t expect_l
       if (!layer.contains(pn)) fail(lw, std::string("projection \"") + pn + "\" is missing", redo);
       const nlohmann::json& triple = layer[pn];
       if (!triple.is_array() || triple.size() != kNumFrozenProducts)
-        fail(pw, "must list 3 modes (forward, recompute, input_grad), found " + triple.dump(), redo);
+        fail(pw, "must list 3 modes (forward, recompute, input_grad), found " + json_brief(triple), redo);
       for (int k = 0; k < kNumFrozenProducts; ++k)
         plan.set(l, static_cast<Proj>(p), static_cast<FrozenProduct>(k),
                  mode_from_json(triple[static_cast<size_t>(k)], pw + " " + kProductKeys[k]));
@@ -133,9 +138,8 @@ PrecisionPlan PrecisionPlan::from_json(const nlohmann::json& j, int64_t expect_l
 }
 
 PrecisionPlan PrecisionPlan::parse(const std::string& text, int64_t expect_layers, const std::string& where) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded())
-    fail(where, "not valid JSON", "give a precision_plan.json written by `nightlora train`, or --precision auto");
+  const nlohmann::json j =
+      parse_json(text, where, "give a precision_plan.json written by `nightlora train`, or --precision auto");
   return from_json(j, expect_layers, where);
 }
 

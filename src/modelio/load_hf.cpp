@@ -3,10 +3,10 @@
 // Weights are views into the mapped safetensors files, which the Model keeps alive; their
 // Q/K rows stay in Hugging Face's layout, so the configuration says RopeStyle::HalfSplit.
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "loaders.h"
 #include "nightlora/modelio/convert.h"
@@ -14,6 +14,7 @@
 #include "nightlora/modelio/safetensors.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/json_read.h"
 
 namespace nl {
 namespace {
@@ -27,118 +28,67 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// A JSON value for an error message; nested values are only named (dumping is recursive
-// and a hostile file may nest very deeply).
-std::string describe(const json& j) {
-  if (j.is_array()) return "an array";
-  if (j.is_object()) return "an object";
-  std::string s = j.dump();
-  return s.size() > 64 ? s.substr(0, 64) + "..." : s;
-}
+const char* const kConfigHint = "the model configuration is damaged: compare it with the model's published config.json";
 
-json read_json(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail(p.string(), "cannot read the file", "check that the folder is a complete Hugging Face model");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    fail(p.string() + " (byte " + std::to_string(e.byte) + ")", std::string("invalid JSON: ") + e.what());
-  }
-}
-
-// Typed config.json access with messages naming the key.
-class ConfigReader {
- public:
-  ConfigReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-
-  int64_t positive_int(const char* key, int64_t limit = int64_t{1} << 31) const {
-    if (!has(key)) fail(path_, std::string("missing \"") + key + "\"", "the model configuration is incomplete");
-    const json& v = j_[key];
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > limit)
-      fail(path_, std::string("\"") + key + "\" = " + describe(v) + " must be a positive integer");
-    return v.get<int64_t>();
-  }
-  int64_t positive_int(const char* key, int64_t def, int64_t limit) const { return has(key) ? positive_int(key, limit) : def; }
-
-  double number(const char* key, double def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_number()) fail(path_, std::string("\"") + key + "\" = " + describe(j_[key]) + " must be a number");
-    return j_[key].get<double>();
-  }
-  bool boolean(const char* key, bool def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_boolean()) fail(path_, std::string("\"") + key + "\" = " + describe(j_[key]) + " must be true or false");
-    return j_[key].get<bool>();
-  }
-  std::string string(const char* key, const std::string& def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_string()) fail(path_, std::string("\"") + key + "\" must be a string");
-    return j_[key].get<std::string>();
-  }
-
- private:
-  const json& j_;
-  std::string path_;
-};
-
-Arch parse_architecture(const json& j, const std::string& path) {
+Arch parse_architecture(const JsonPlace& c) {
   std::string name;
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string())
-    name = j["architectures"][0].get<std::string>();
+  if (std::optional<JsonPlace> a = c.find("architectures"); a && !a->array().empty()) name = a->item(0).string();
   if (name == "LlamaForCausalLM") return Arch::Llama;
   if (name == "Qwen2ForCausalLM") return Arch::Qwen2;
   if (name == "Qwen3ForCausalLM") return Arch::Qwen3;
-  std::string model_type = j.contains("model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
+  const std::string model_type = c.string_or("model_type", "");
   if (name.empty()) {
     if (model_type == "llama") return Arch::Llama;
     if (model_type == "qwen2") return Arch::Qwen2;
     if (model_type == "qwen3") return Arch::Qwen3;
   }
-  fail(path, "architecture '" + (name.empty() ? model_type : name) + "' is not supported",
+  fail(c.where(), "architecture '" + (name.empty() ? model_type : name) + "' is not supported",
        "nightlora loads LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM folders");
+}
+
+// A size config.json must give: a positive integer, at most `limit`.
+int64_t required_size(const JsonPlace& c, const char* key, int64_t limit = int64_t{1} << 31) {
+  if (!c.has(key)) c.member(key, c.value()).fail("missing (a positive integer)", "the model configuration is incomplete");
+  return c.key(key).integer(1, limit);
 }
 
 ModelConfig read_config(const fs::path& dir) {
   const fs::path path = dir / "config.json";
   if (!fs::exists(path)) fail(dir.string(), "no config.json in the folder", "pass a Hugging Face model folder (config.json + model.safetensors)");
-  json j = read_json(path);
-  if (!j.is_object()) fail(path.string(), "not a JSON object");
-  ConfigReader r(j, path.string());
+  const json j = read_json_file(path.string(), kConfigHint);
+  const JsonPlace r(j, path.string(), kConfigHint);
+  r.object();
 
   ModelConfig c;
-  c.arch = parse_architecture(j, path.string());
+  c.arch = parse_architecture(r);
   c.name = fs::path(dir).filename().string();
   if (c.name.empty()) c.name = fs::path(dir).parent_path().filename().string();
-  c.d_model = r.positive_int("hidden_size");
-  c.n_layer = r.positive_int("num_hidden_layers", 4096);
-  c.n_head = r.positive_int("num_attention_heads", 65536);
-  c.n_kv_head = r.positive_int("num_key_value_heads", c.n_head, 65536);
-  c.d_ff = r.positive_int("intermediate_size");
-  c.vocab = r.positive_int("vocab_size");
-  c.context = r.positive_int("max_position_embeddings", 2048, int64_t{1} << 24);
+  c.d_model = required_size(r, "hidden_size");
+  c.n_layer = required_size(r, "num_hidden_layers", 4096);
+  c.n_head = required_size(r, "num_attention_heads", 65536);
+  c.n_kv_head = r.integer_or("num_key_value_heads", c.n_head, 1, 65536);
+  c.d_ff = required_size(r, "intermediate_size");
+  c.vocab = required_size(r, "vocab_size");
+  c.context = r.integer_or("max_position_embeddings", 2048, 1, int64_t{1} << 24);
   if (c.n_head % c.n_kv_head != 0)
     fail(path.string(), "num_attention_heads " + std::to_string(c.n_head) + " is not a multiple of num_key_value_heads " +
                             std::to_string(c.n_kv_head));
   if (r.has("head_dim")) {
-    c.head_dim = r.positive_int("head_dim", 65536);
+    c.head_dim = r.key("head_dim").integer(1, 65536);
   } else {
     if (c.d_model % c.n_head != 0) fail(path.string(), "hidden_size is not a multiple of num_attention_heads and head_dim is absent");
     c.head_dim = c.d_model / c.n_head;
   }
   if (c.head_dim % 2 != 0) fail(path.string(), "head dimension " + std::to_string(c.head_dim) + " is odd", "RoPE rotates pairs");
-  c.rms_eps = static_cast<float>(r.number("rms_norm_eps", 1e-6));
-  c.rope_theta = static_cast<float>(r.number("rope_theta", 10000.0));
-  if (!(c.rms_eps > 0) || !(c.rope_theta > 0)) fail(path.string(), "rms_norm_eps and rope_theta must be positive");
+  // Positive and no larger than a float holds: both are kept as floats.
+  const double tiny = std::numeric_limits<float>::min(), huge = std::numeric_limits<float>::max();
+  c.rms_eps = static_cast<float>(r.number_or("rms_norm_eps", 1e-6, tiny, huge));
+  c.rope_theta = static_cast<float>(r.number_or("rope_theta", 10000.0, tiny, huge));
   c.rope_style = RopeStyle::HalfSplit;
-  c.tied_output = r.boolean("tie_word_embeddings", false);
+  c.tied_output = r.boolean_or("tie_word_embeddings", false);
   // Qwen2 always has Q/K/V biases; Llama and Qwen3 have them only with attention_bias.
   c.qkv_bias = c.arch == Arch::Qwen2;
-  if (r.boolean("attention_bias", false)) {
+  if (r.boolean_or("attention_bias", false)) {
     if (c.arch == Arch::Qwen2) {
       // already on
     } else {
@@ -147,27 +97,23 @@ ModelConfig read_config(const fs::path& dir) {
     }
   }
   c.qk_norm = c.arch == Arch::Qwen3;
-  if (r.boolean("mlp_bias", false)) fail(path.string(), "\"mlp_bias\": true is not supported", "the FFN must be bias-free SwiGLU");
-  std::string act = r.string("hidden_act", "silu");
+  if (r.boolean_or("mlp_bias", false)) fail(path.string(), "\"mlp_bias\": true is not supported", "the FFN must be bias-free SwiGLU");
+  std::string act = r.string_or("hidden_act", "silu");
   if (act != "silu") fail(path.string(), "\"hidden_act\": \"" + act + "\" is not supported", "the FFN must be SwiGLU (silu)");
 
-  if (r.has("rope_scaling")) {
-    const json& s = j["rope_scaling"];
-    if (!s.is_object()) fail(path.string(), "\"rope_scaling\" must be an object or null");
-    std::string type = s.contains("rope_type") && s["rope_type"].is_string() ? s["rope_type"].get<std::string>()
-                       : s.contains("type") && s["type"].is_string()       ? s["type"].get<std::string>()
-                                                                           : "";
+  if (std::optional<JsonPlace> s = r.find("rope_scaling")) {
+    s->object();
+    const std::string type = s->has("rope_type") ? s->key("rope_type").string() : s->string_or("type", "");
     if (type == "default") {
       // no scaling
     } else if (type == "llama3") {
-      ConfigReader sr(s, path.string() + " rope_scaling");
       c.rope_scaling.type = "llama3";
-      c.rope_scaling.factor = static_cast<float>(sr.number("factor", 8.0));
-      c.rope_scaling.low_freq_factor = static_cast<float>(sr.number("low_freq_factor", 1.0));
-      c.rope_scaling.high_freq_factor = static_cast<float>(sr.number("high_freq_factor", 4.0));
-      c.rope_scaling.original_context = sr.positive_int("original_max_position_embeddings", 8192, int64_t{1} << 24);
-      if (!(c.rope_scaling.factor > 0) || !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
-        fail(path.string(), "rope_scaling needs factor > 0 and high_freq_factor > low_freq_factor");
+      c.rope_scaling.factor = static_cast<float>(s->number_or("factor", 8.0, tiny, huge));
+      c.rope_scaling.low_freq_factor = static_cast<float>(s->number_or("low_freq_factor", 1.0, -huge, huge));
+      c.rope_scaling.high_freq_factor = static_cast<float>(s->number_or("high_freq_factor", 4.0, -huge, huge));
+      c.rope_scaling.original_context = s->integer_or("original_max_position_embeddings", 8192, 1, int64_t{1} << 24);
+      if (!(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor))
+        fail(s->where(), "rope_scaling needs high_freq_factor > low_freq_factor");
     } else {
       fail(path.string(), "rope_scaling type '" + type + "' is not supported", "supported: none and llama3");
     }
@@ -182,13 +128,12 @@ class WeightFiles {
     const fs::path single = dir / "model.safetensors";
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      json j = read_json(index);
-      if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
-        fail(index.string(), "no \"weight_map\" object", "the shard index is damaged");
+      const char* hint = "the shard index is damaged: download model.safetensors.index.json again";
+      const json j = read_json_file(index.string(), hint);
+      const JsonPlace weight_map = JsonPlace(j, index.string(), hint).key("weight_map");
       std::map<std::string, size_t> file_of;
-      for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        if (!it.value().is_string()) fail(index.string(), "weight_map entry '" + it.key() + "' is not a file name");
-        std::string shard = it.value().get<std::string>();
+      for (auto it = weight_map.object().begin(); it != weight_map.object().end(); ++it) {
+        const std::string& shard = weight_map.member(it.key(), it.value()).string();
         if (shard.find('/') != std::string::npos || shard == ".." || shard.empty())
           fail(index.string(), "weight_map entry '" + it.key() + "' names '" + shard + "', which is not a file in the folder");
         auto [pos, added] = file_of.emplace(shard, files_.size());

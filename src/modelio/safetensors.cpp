@@ -15,6 +15,7 @@
 
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
+#include "nightlora/util/json_read.h"
 
 namespace nl {
 
@@ -47,15 +48,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-// A JSON value for an error message. Nested values are only named, never printed: dumping
-// is recursive, and a hostile header may nest millions of levels deep.
-std::string describe(const json& j) {
-  if (j.is_array()) return "an array of " + std::to_string(j.size());
-  if (j.is_object()) return "an object";
-  std::string s = j.dump();
-  return s.size() > 64 ? s.substr(0, 64) + "..." : s;
 }
 
 // Element count of a shape, or -1 when it overflows.
@@ -107,14 +99,8 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   if (header_len < 2 || base[8] != '{')
     fail(where, "header does not start with a JSON object", "not a safetensors file");
 
-  json header;
-  try {
-    header = json::parse(base + 8, base + 8 + header_len);
-  } catch (const json::parse_error& e) {
-    // e.byte is 1-based within the header; report the file offset.
-    fail(where + " (byte " + std::to_string(8 + (e.byte ? e.byte - 1 : 0)) + ")", std::string("invalid JSON header: ") + e.what(),
-         "the file is corrupt or truncated");
-  }
+  const json header = parse_json(std::string_view(reinterpret_cast<const char*>(base) + 8, static_cast<size_t>(header_len)),
+                                 where + " (JSON header)", "the file is corrupt or truncated");
   if (!header.is_object()) fail(where, "header is not a JSON object", "not a safetensors file");
 
   const size_t data_start = 8 + static_cast<size_t>(header_len);
@@ -148,7 +134,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     if (v["shape"].size() > kMaxDims) fail(tw, "shape has " + std::to_string(v["shape"].size()) + " dimensions (at most 8 supported)");
     for (const json& dim : v["shape"]) {
       if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        fail(tw, "shape element " + describe(dim) + " is not a non-negative integer");
+        fail(tw, "shape element " + json_brief(dim) + " is not a non-negative integer");
       t.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
     }
     int64_t n = checked_elements(t.shape);
@@ -157,7 +143,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     uint64_t want_bytes = static_cast<uint64_t>(n) * d->size;
 
     for (const json& o : v["data_offsets"])
-      if (!o.is_number_unsigned()) fail(tw, "data_offsets element " + describe(o) + " is not a non-negative integer");
+      if (!o.is_number_unsigned()) fail(tw, "data_offsets element " + json_brief(o) + " is not a non-negative integer");
     uint64_t begin = v["data_offsets"][0].get<uint64_t>();
     uint64_t end = v["data_offsets"][1].get<uint64_t>();
     if (end < begin) fail(tw, "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] end before they begin");

@@ -172,18 +172,27 @@ TEST(PrecisionCli, ForcedModeAndPlanFilesApplyToEveryProduct) {
   // Hostile or mismatched plans and bad options: non-zero exit, a clear message, no run folder.
   nltest::write_text(td / "short.json", nl::PrecisionPlan::uniform(3, nl::Precision::F32).to_json().dump());
   nltest::write_text(td / "garbage.json", "{\"format\": 1");
+  // Numbers no double holds and fields of the wrong type: bad input naming the field, not an internal error.
+  std::string huge = p.to_json().dump();
+  huge.replace(huge.find("\"n_layer\":5"), 11, "\"n_layer\":1e506");
+  nltest::write_text(td / "huge.json", huge);
+  std::string typed = p.to_json().dump();
+  typed.replace(typed.find("\"n_layer\":5"), 11, "\"n_layer\":\"5\"");
+  nltest::write_text(td / "typed.json", typed);
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"--precision int4", "not a precision mode"},
       {"--precision auto --precision-tol -1", "--precision-tol"},
       {"--precision auto --precision-calib-tokens 1", "--precision-calib-tokens"},
       {"--precision " + shq((td / "short.json").string()), "the plan is for 3 layers, the model has 5"},
-      {"--precision " + shq((td / "garbage.json").string()), "not valid JSON"},
+      {"--precision " + shq((td / "garbage.json").string()), "invalid JSON"},
+      {"--precision " + shq((td / "huge.json").string()), "huge.json: \"n_layer\": the number 1e506 is out of range"},
+      {"--precision " + shq((td / "typed.json").string()), "\"n_layer\" must be a non-negative integer, found string \"5\""},
   };
   for (const auto& [opt, expect] : bad) {
     SCOPED_TRACE(opt);
     const fs::path out = td / "bad";
     auto b = run_cli(resume_test::train_args(model, out, 2, opt));
-    EXPECT_NE(b.rc, 0);
+    EXPECT_EQ(b.rc, 1);  // bad input, never an internal error (2)
     EXPECT_NE(b.err.find(expect), std::string::npos) << b.err;
     EXPECT_FALSE(fs::exists(out));
   }

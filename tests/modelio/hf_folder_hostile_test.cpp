@@ -103,7 +103,7 @@ TEST(HfFolderHostile, HostileIndexAndConfigValues) {
   std::string text = config.dump();
   text.replace(text.find("\"hidden_size\":128"), std::string("\"hidden_size\":128").size(), "\"hidden_size\":" + deep);
   nltest::write_text(out / "config.json", text);
-  expect_load_error(out, {"hidden_size", "must be a positive integer"});
+  expect_load_error(out, {"hidden_size", "expected an integer, found an array"});
   nltest::write_text(out / "config.json", config.dump());
 
   // A shard index may not point outside the folder.
