@@ -60,13 +60,8 @@ QType matrix_type_for(QType wanted, int64_t row_len, std::string* why) {
   return fallback;
 }
 
-namespace {
-
-// Converts one tensor row by row: dequantize (or copy) a source row to f32, check it,
-// quantize it into the output. Each worker holds one row of floats. Rows are independent,
-// so the output does not depend on the number of threads.
-void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file,
-                  ThreadPool& pool) {
+void convert_tensor_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file,
+                         ThreadPool& pool, const RowAdjust& adjust) {
   const int64_t cols = t.ne[0];
   const int64_t rows = t.n_elements() / cols;
   const size_t in_row = qtype_row_bytes(t.type, cols);
@@ -83,6 +78,7 @@ void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_by
     std::vector<float> row(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
       dequantize_row(t.type, t.data + static_cast<size_t>(r) * in_row, row.data(), cols);
+      if (adjust) adjust(r, row.data());
       for (int64_t c = 0; c < cols; ++c) {
         if (std::isfinite(row[static_cast<size_t>(c)])) continue;
         std::lock_guard<std::mutex> lock(mu);
@@ -99,8 +95,11 @@ void convert_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_by
   if (bad_row >= 0)
     fail(file, "tensor '" + t.name + "' has a non-finite value (" + std::to_string(bad_value) + ") at row " +
                    std::to_string(bad_row) + ", column " + std::to_string(bad_col),
-         "the model file is damaged; quantizing it would spread the damage over whole blocks");
+         adjust ? "the base model or an adapter holds non-finite values; check both files"
+                : "the model file is damaged; quantizing it would spread the damage over whole blocks");
 }
+
+namespace {
 
 std::string shape_string(const std::vector<int64_t>& ne) {
   std::string s = "[";
@@ -152,7 +151,7 @@ QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out
     if (r.converted) {
       const QType to = r.to;
       w.add_tensor(t.name, to, t.ne,
-                   [src, to, in_path, &pool](uint8_t* dst, size_t n) { convert_rows(*src, to, dst, n, in_path, pool); });
+                   [src, to, in_path, &pool](uint8_t* dst, size_t n) { convert_tensor_rows(*src, to, dst, n, in_path, pool); });
     } else {
       w.add_tensor(t.name, t.type, t.ne, [src, in_path](uint8_t* dst, size_t n) {
         if (n != src->nbytes) fail(in_path, "tensor '" + src->name + "': internal size mismatch while copying");

@@ -5,12 +5,16 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "nightlora/quant/qtype.h"
 
 namespace nl {
+
+class ThreadPool;
+struct GgufTensorInfo;
 
 // llama.cpp's `llama_ftype` (the GGUF key `general.file_type`) for a file whose matrices
 // all have type t: e.g. q4_0 -> 2 (MOSTLY_Q4_0), q4_K -> 14 (MOSTLY_Q4_K_S, "all Q4_K"),
@@ -27,6 +31,18 @@ bool is_quantizable_matrix(const std::string& name, const std::vector<int64_t>& 
 // 32-block type) either. `why`, when given, receives a one-line reason for a fallback
 // (and is cleared otherwise).
 QType matrix_type_for(QType wanted, int64_t row_len, std::string* why = nullptr);
+
+// Changes one row's f32 values in place before they are written (`merge` adds the LoRA
+// product here). Called from several threads at once, for distinct rows.
+using RowAdjust = std::function<void(int64_t row, float* values)>;
+
+// Converts one tensor of the file `file` row by row into `dst` (dst_bytes bytes of type
+// `to`): dequantize a source row to f32, adjust it (when given), check it is finite,
+// quantize it. Each worker holds one row of floats; rows are independent, so the output
+// does not depend on the number of threads. Throws nl::Error naming the tensor, row and
+// column of the first non-finite value.
+void convert_tensor_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file,
+                         ThreadPool& pool, const RowAdjust& adjust = {});
 
 struct TensorQuantResult {
   std::string name;
