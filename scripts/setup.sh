@@ -70,8 +70,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
-# npm packages used only by the tests as independent oracles (versions pinned in package-lock.json).
-if [ -f tools/js/package.json ] && [ ! -d tools/js/node_modules ]; then
-  (cd tools/js && npm ci --no-audit --no-fund --loglevel=error)
+# npm packages used only by the tests as independent oracles (versions pinned in package-lock.json),
+# among them node-llama-cpp (real llama.cpp, as prebuilt CPU binaries in its
+# @node-llama-cpp/<platform> packages). --ignore-scripts: its postinstall step would build or
+# download llama.cpp; the tests load only the prebuilt binaries (tools/js/llama_greedy.mjs).
+# Also run when an older install lacks a package added since.
+if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/node-llama-cpp ]; }; then
+  (cd tools/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"

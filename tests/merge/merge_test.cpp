@@ -361,6 +361,48 @@ TEST(MergeCli, BadInputsExitOneWithAClearMessage) {
   fs::permissions(tmp / "ro", fs::perms::owner_all);
 }
 
+// Why llama.cpp (node-llama-cpp's prebuilt CPU binary) cannot run here, or "" when it can.
+std::string llama_cpp_missing() {
+  if (nltest::node_with_oracles().empty()) return "node or tools/js/node_modules is missing (run scripts/setup.sh)";
+  if (!fs::exists(nltest::source_dir() / "tools/js/node_modules/node-llama-cpp"))
+    return "the npm package node-llama-cpp is not installed in tools/js (run scripts/setup.sh)";
+  return "";
+}
+
+// Greedy token ids from llama.cpp (tools/js/llama_greedy.mjs) for a prompt given as ids.
+std::string llama_cpp_greedy(const fs::path& model, const std::string& ids, const std::string& lora = "", int n = 30) {
+  nltest::CmdResult r = nltest::run_cmd("node " + shq((nltest::source_dir() / "tools/js/llama_greedy.mjs").string()) +
+                                        " --model " + shq(model.string()) + " --prompt-ids " + shq(ids) + " -n " +
+                                        std::to_string(n) + (lora.empty() ? "" : " --lora " + shq(lora)));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return r.out;
+}
+
+TEST(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapterInLlamaCpp) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  if (const std::string why = llama_cpp_missing(); !why.empty()) GTEST_SKIP() << "llama.cpp oracle unavailable: " << why;
+  TempDir tmp;
+  auto base = nl::Model::load(model.string());
+  nl::save_adapter_gguf(random_adapter(*base, 8, 16.0f, "all", 21, 0.04f), *base, (tmp / "a.gguf").string());
+  ASSERT_EQ(merge_cli("--model " + shq(model.string()) + " --adapter " + shq((tmp / "a.gguf").string()) +
+                      " --type f32 --out " + shq((tmp / "m32.gguf").string()))
+                .rc,
+            0);
+  nltest::CmdResult tok = run_cli("tokenize --bos --model " + shq(model.string()), "Once upon a time\n");
+  ASSERT_EQ(tok.rc, 0) << tok.err;
+  std::string ids = tok.out.substr(0, tok.out.find('\n'));
+
+  const std::string ours_applied = run_cli("generate --model " + shq(model.string()) + " --adapter " +
+                                           shq((tmp / "a.gguf").string()) + " --prompt-ids " + shq(ids) +
+                                           " --temp 0 -n 30 --print-ids").out;
+  const std::string llama_applied = llama_cpp_greedy(model, ids, (tmp / "a.gguf").string());
+  const std::string llama_merged = llama_cpp_greedy(tmp / "m32.gguf", ids);
+  EXPECT_EQ(count_ids(llama_merged), 30u) << llama_merged;
+  EXPECT_NE(llama_applied, llama_cpp_greedy(model, ids)) << "the adapter should change the output";
+  EXPECT_EQ(llama_merged, llama_applied) << "llama.cpp: merged model vs base + --lora";
+  EXPECT_EQ(llama_merged, ours_applied) << "llama.cpp's merged model vs ours with --adapter";
+}
+
 TEST(AdapterSpec, ParsesPathAndScale) {
   EXPECT_EQ(nl::parse_adapter_spec("a.gguf").path, "a.gguf");
   EXPECT_FLOAT_EQ(nl::parse_adapter_spec("a.gguf").scale, 1.0f);
