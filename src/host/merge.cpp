@@ -136,7 +136,9 @@ std::string format_merge_summary(const MergeSummary& s, bool per_tensor) {
   }
   o << "merged adapters into " << s.n_adapted << " tensors; re-encoded " << s.n_converted << ", copied "
     << s.tensors.size() - static_cast<size_t>(s.n_converted) << " of " << s.tensors.size()
-    << "; general.file_type = " << s.file_type << "; " << s.file_bytes << " bytes\n";
+    << "; ";
+  if (s.gguf) o << "general.file_type = " << s.file_type << "; ";
+  o << s.file_bytes << " bytes\n";
   return o.str();
 }
 

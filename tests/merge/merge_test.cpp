@@ -361,6 +361,47 @@ TEST(MergeCli, BadInputsExitOneWithAClearMessage) {
   fs::permissions(tmp / "ro", fs::perms::owner_all);
 }
 
+TEST(MergeHf, FolderOutputLoadsBackWithTheTokensOfBasePlusAdapter) {
+  NL_REQUIRE_SHARED("tinystories-656k", hf);
+  TempDir tmp;
+  auto base = nl::Model::load(hf.string());
+  const nl::LoraAdapter a = random_adapter(*base, 4, 8.0f, "all", 31, 0.04f);
+  nl::save_adapter_peft(a, *base, (tmp / "a").string());
+  const std::string A = shq((tmp / "a").string());
+  const std::string with_adapter = greedy(hf, "--adapter " + A);
+  EXPECT_NE(with_adapter, greedy(hf)) << "the adapter should change the output, or this test proves nothing";
+
+  nltest::CmdResult r = merge_cli("--model " + shq(hf.string()) + " --adapter " + A + " --format hf --out " +
+                                  shq((tmp / "merged").string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* f : {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"})
+    EXPECT_TRUE(fs::exists(tmp / "merged" / f)) << f;
+  EXPECT_EQ(greedy(tmp / "merged"), with_adapter);
+  // The merged q projection against the reference.
+  auto merged = nl::Model::load((tmp / "merged").string());
+  const nl::TensorView& q0 = base->weights.layers[0].wq;
+  const nl::TensorView& m0 = merged->weights.layers[0].wq;
+  ASSERT_EQ(m0.type, nl::QType::F32);
+  std::vector<float> w(static_cast<size_t>(q0.rows() * q0.cols())), got(w.size());
+  for (int64_t row = 0; row < q0.rows(); ++row) {
+    nl::dequantize_row(q0.type, q0.row(row), w.data() + row * q0.cols(), q0.cols());
+    nl::dequantize_row(m0.type, m0.row(row), got.data() + row * q0.cols(), q0.cols());
+  }
+  const std::vector<double> ref = reference_merge(w, {{&a, 1.0}}, 0, nl::Proj::Q, q0.cols());
+  for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << i;
+
+  // bf16 output loads and generates; a quantized type or a GGUF base cannot be written so.
+  r = merge_cli("--model " + shq(hf.string()) + " --adapter " + A + " --format hf --type bf16 --out " +
+                shq((tmp / "bf16").string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nl::Model::load((tmp / "bf16").string())->weights.layers[1].w_down.type, nl::QType::BF16);
+  EXPECT_EQ(count_ids(greedy(tmp / "bf16")), count_ids(with_adapter));
+  r = merge_cli("--model " + shq(hf.string()) + " --adapter " + A + " --format hf --type q8_0 --out " +
+                shq((tmp / "q8").string()));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("f32, f16 or bf16"), std::string::npos) << r.err;
+}
+
 // Why llama.cpp (node-llama-cpp's prebuilt CPU binary) cannot run here, or "" when it can.
 std::string llama_cpp_missing() {
   if (nltest::node_with_oracles().empty()) return "node or tools/js/node_modules is missing (run scripts/setup.sh)";

@@ -42,8 +42,9 @@ struct MergeSummary {
   std::vector<MergedTensor> tensors;  // in file order
   int n_adapted = 0;
   int n_converted = 0;
-  uint32_t file_type = 0;  // general.file_type written
-  size_t file_bytes = 0;
+  bool gguf = true;        // false: a Hugging Face folder was written
+  uint32_t file_type = 0;  // general.file_type written (GGUF)
+  size_t file_bytes = 0;   // the GGUF file, or model.safetensors
 };
 
 // Writes `base` (loaded from a GGUF file) with the adapters folded in to `out_path` as a
@@ -54,6 +55,15 @@ struct MergeSummary {
 // or a non-finite merged value.
 MergeSummary merge_to_gguf(const Model& base, const std::vector<ScaledAdapter>& adapters, const std::string& out_path,
                            const MergeOptions& opt = {});
+
+// Writes `base` (loaded from a Hugging Face folder) with the adapters folded in to the
+// folder `out_dir` (created when missing): model.safetensors streamed one tensor at a time,
+// config.json (torch_dtype updated when `type` is given), and the tokenizer and generation
+// files copied from the base folder. `type`, when given, must be f32, f16 or bf16. Throws
+// nl::Error for a GGUF base (its tokenizer cannot be written as tokenizer.json), an output
+// folder that is the base folder, or an unwritable output.
+MergeSummary merge_to_hf(const Model& base, const std::vector<ScaledAdapter>& adapters, const std::string& out_dir,
+                         const MergeOptions& opt = {});
 
 // One line per adapted or converted tensor (unless per_tensor is false), then the totals.
 std::string format_merge_summary(const MergeSummary& s, bool per_tensor = true);
