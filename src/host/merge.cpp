@@ -1,13 +1,17 @@
 #include "nightlora/host/merge.h"
 
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <sstream>
 
+#include "nightlora/modelio/convert.h"
 #include "nightlora/modelio/gguf.h"
+#include "nightlora/modelio/gguf_names.h"
 #include "nightlora/modelio/quantize_model.h"
 #include "nightlora/util/error.h"
+#include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/thread_pool.h"
 
 namespace nl {
@@ -49,17 +53,72 @@ std::map<std::string, LayerProj> adapted_tensors(const Model& m, const std::vect
   return out;
 }
 
+// A Hugging Face base written as GGUF the way `convert` writes it (llama.cpp names,
+// permuted Q/K rows for `llama`, the tokenizer as GGUF metadata), with the adapters added
+// to each adapted projection's rows on the way.
+MergeSummary merge_hf_base_to_gguf(const Model& base, const std::vector<ScaledAdapter>& adapters,
+                                   const std::string& out_path, const MergeOptions& opt) {
+  const ModelConfig& c = base.config;
+  const QType type = opt.type ? *opt.type : base.weights.tok_embd.type;
+  std::vector<GgufTensorSource> sources = model_tensor_sources(base);
+  std::map<std::string, LayerProj> by_name;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& lw = base.weights.layers[static_cast<size_t>(l)];
+    for (const LayerTensorName& t : layer_tensor_names())
+      for (int p = 0; p < kNumProj; ++p)
+        if (&(lw.*t.member) == &lw.proj(static_cast<Proj>(p))) by_name[gguf_layer_tensor(l, t.gguf_suffix)] = {l, static_cast<Proj>(p)};
+  }
+  // The GGUF row r of a permuted Q/K tensor is the model's (Hugging Face) row below.
+  const bool permuted = c.arch == Arch::Llama && c.rope_style == RopeStyle::HalfSplit;
+  MergeSummary s;
+  for (GgufTensorSource& src : sources) {
+    MergedTensor r;
+    r.name = src.name;
+    r.to = src.quantize ? type : QType::F32;
+    r.from = r.to;
+    r.converted = true;
+    const auto hit = by_name.find(src.name);
+    bool any = false;
+    if (hit != by_name.end())
+      for (const ScaledAdapter& sa : adapters) any |= sa.adapter.at(hit->second.layer, hit->second.proj).enabled;
+    if (any) {
+      const LayerProj lp = hit->second;
+      const bool perm = permuted && (lp.proj == Proj::Q || lp.proj == Proj::K);
+      const int64_t cols = src.ne[0], hd = c.head_dim;
+      src.row = [row = std::move(src.row), &adapters, lp, perm, cols, hd](int64_t r, float* dst) {
+        row(r, dst);
+        add_lora_to_row(adapters, lp.layer, lp.proj, perm ? hf_row_for_gguf_row(r, hd) : r, dst, cols);
+      };
+      r.adapted = true;
+      ++s.n_adapted;
+    }
+    ++s.n_converted;
+    s.tensors.push_back(std::move(r));
+  }
+  if (s.n_adapted == 0) fail("merge", "the adapters change no tensor of " + base.source_path, "check the adapter files");
+  std::function<void(GgufWriter&)> tok;
+  if (base.tokenizer) tok = [&base](GgufWriter& w) { base.tokenizer->write_gguf(w); };
+  write_gguf_model(out_path, c, tok, sources, type);
+  auto written = GgufFile::open(out_path);  // a final check that it reads back
+  s.file_type = static_cast<uint32_t>(written->get_uint("general.file_type", 0));
+  s.file_bytes = written->file_size();
+  return s;
+}
+
+void check_out_folder(const std::string& out_path) {
+  std::error_code ec;
+  fs::path parent = fs::path(out_path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    fail(out_path, "the folder " + parent.string() + " does not exist", "create it or write the merged model elsewhere");
+}
+
 }  // namespace
 
 MergeSummary merge_to_gguf(const Model& base, const std::vector<ScaledAdapter>& adapters, const std::string& out_path,
                            const MergeOptions& opt) {
-  const GgufFile* in = base.gguf();
-  if (!in)
-    fail(base.source_path, "merge writes GGUF from a GGUF base, and this model is a Hugging Face folder",
-         "convert it first: nightlora convert " + base.source_path + " base.gguf --type f16");
   if (adapters.empty()) fail("merge", "no adapter to merge", "give one or more --adapter PATH[:SCALE]");
   std::error_code ec;
-  if (fs::exists(out_path, ec) && fs::equivalent(out_path, in->path(), ec))
+  if (fs::exists(out_path, ec) && fs::equivalent(out_path, base.source_path, ec))
     fail(out_path, "is the base model itself", "write the merged model to another file");
   if (opt.type && !qtype_info(*opt.type).supported)
     fail(std::string("type ") + qtype_name(*opt.type), "cannot write this type",
@@ -67,6 +126,9 @@ MergeSummary merge_to_gguf(const Model& base, const std::vector<ScaledAdapter>& 
   for (const ScaledAdapter& sa : adapters)
     if (sa.adapter.n_layer != base.config.n_layer)
       fail(sa.spec.path, "is not loaded for this model", "load it with load_adapter for the same base");
+  check_out_folder(out_path);
+  const GgufFile* in = base.gguf();
+  if (!in) return merge_hf_base_to_gguf(base, adapters, out_path, opt);
 
   const std::map<std::string, LayerProj> adapted = adapted_tensors(base, adapters);
   const std::string& in_path = in->path();
@@ -118,9 +180,6 @@ MergeSummary merge_to_gguf(const Model& base, const std::vector<ScaledAdapter>& 
   }
   if (s.n_adapted == 0) fail("merge", "the adapters change no tensor of " + in_path, "check the adapter files");
 
-  fs::path parent = fs::path(out_path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    fail(out_path, "the folder " + parent.string() + " does not exist", "create it or write the merged model elsewhere");
   w.write(out_path);
   s.file_bytes = GgufFile::open(out_path)->file_size();  // a final check that it reads back
   return s;

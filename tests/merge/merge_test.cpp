@@ -390,7 +390,12 @@ TEST(MergeHf, FolderOutputLoadsBackWithTheTokensOfBasePlusAdapter) {
   const std::vector<double> ref = reference_merge(w, {{&a, 1.0}}, 0, nl::Proj::Q, q0.cols());
   for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << i;
 
-  // bf16 output loads and generates; a quantized type or a GGUF base cannot be written so.
+  // The same merge as GGUF (written as `convert` writes it: llama.cpp's permuted Q/K rows).
+  r = merge_cli("--model " + shq(hf.string()) + " --adapter " + A + " --type f32 --out " + shq((tmp / "m.gguf").string()));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(greedy(tmp / "m.gguf"), with_adapter);
+
+  // bf16 output loads and generates; a quantized type cannot be written so.
   r = merge_cli("--model " + shq(hf.string()) + " --adapter " + A + " --format hf --type bf16 --out " +
                 shq((tmp / "bf16").string()));
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -442,6 +447,25 @@ TEST(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapterInLlamaCpp) {
   EXPECT_NE(llama_applied, llama_cpp_greedy(model, ids)) << "the adapter should change the output";
   EXPECT_EQ(llama_merged, llama_applied) << "llama.cpp: merged model vs base + --lora";
   EXPECT_EQ(llama_merged, ours_applied) << "llama.cpp's merged model vs ours with --adapter";
+}
+
+TEST(MergeLlamaCpp, HfBaseMergedToGgufGivesOurAdapterTokensInLlamaCpp) {
+  NL_REQUIRE_SHARED("tinystories-656k", hf);
+  if (const std::string why = llama_cpp_missing(); !why.empty()) GTEST_SKIP() << "llama.cpp oracle unavailable: " << why;
+  TempDir tmp;
+  auto base = nl::Model::load(hf.string());
+  nl::save_adapter_peft(random_adapter(*base, 4, 8.0f, "all", 41, 0.04f), *base, (tmp / "a").string());
+  ASSERT_EQ(merge_cli("--model " + shq(hf.string()) + " --adapter " + shq((tmp / "a").string()) + " --type f32 --out " +
+                      shq((tmp / "m.gguf").string()))
+                .rc,
+            0);
+  nltest::CmdResult tok = run_cli("tokenize --bos --model " + shq(hf.string()), "Once upon a time\n");
+  ASSERT_EQ(tok.rc, 0) << tok.err;
+  const std::string ids = tok.out.substr(0, tok.out.find('\n'));
+  const std::string ours = run_cli("generate --model " + shq(hf.string()) + " --adapter " + shq((tmp / "a").string()) +
+                                   " --prompt-ids " + shq(ids) + " --temp 0 -n 30 --print-ids").out;
+  EXPECT_EQ(count_ids(ours), 30u) << ours;
+  EXPECT_EQ(llama_cpp_greedy(tmp / "m.gguf", ids), ours);
 }
 
 TEST(AdapterSpec, ParsesPathAndScale) {

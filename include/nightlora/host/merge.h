@@ -47,12 +47,14 @@ struct MergeSummary {
   size_t file_bytes = 0;   // the GGUF file, or model.safetensors
 };
 
-// Writes `base` (loaded from a GGUF file) with the adapters folded in to `out_path` as a
-// GGUF file: all metadata carried over (general.file_type updated when `type` is given),
-// tensors streamed one at a time through GgufWriter (peak memory: one tensor, plus the
-// adapters). Atomic: a failure leaves no output. Throws nl::Error for a base that is not a
-// GGUF file, no adapters, an output path that is the base itself, an unwritable output,
-// or a non-finite merged value.
+// Writes `base` with the adapters folded in to `out_path` as a GGUF file, tensors streamed
+// one at a time through GgufWriter (peak memory: one tensor, plus the adapters). A GGUF
+// base keeps all its metadata (general.file_type updated when `type` is given) and tensor
+// order; tensors no adapter touches are copied byte for byte unless `type` changes them. A
+// Hugging Face base is written as `convert` writes it (llama.cpp names and Q/K layout, its
+// tokenizer as metadata; `type` unset: the embedding's type). Atomic: a failure leaves no
+// output. Throws nl::Error for no adapters, an output path that is the base itself, an
+// unwritable output, or a non-finite merged value.
 MergeSummary merge_to_gguf(const Model& base, const std::vector<ScaledAdapter>& adapters, const std::string& out_path,
                            const MergeOptions& opt = {});
 
