@@ -57,6 +57,18 @@ fs::path synth(const TempDir& tmp, const std::string& preset, nl::QType type, co
   return out;
 }
 
+// Two adapters saved in both file layouts: `a` as a llama.cpp LoRA GGUF (tmp/a.gguf), `b`
+// as a PEFT folder (tmp/b); A and B are their paths, quoted for the shell.
+struct SavedPair {
+  nl::LoraAdapter a, b;
+  std::string A, B;
+};
+SavedPair save_pair(const nl::Model& m, const TempDir& tmp, nl::LoraAdapter a, nl::LoraAdapter b) {
+  nl::save_adapter_gguf(a, m, (tmp / "a.gguf").string());
+  nl::save_adapter_peft(b, m, (tmp / "b").string());
+  return {std::move(a), std::move(b), shq((tmp / "a.gguf").string()), shq((tmp / "b").string())};
+}
+
 // All rows of a tensor as f32.
 std::vector<float> tensor_f32(const nl::GgufFile& f, const std::string& name) {
   const nl::GgufTensorInfo* t = f.find_tensor(name);
@@ -194,21 +206,23 @@ size_t count_ids(const std::string& s) {
   return n;
 }
 
-nltest::CmdResult merge_cli(const std::string& args) {
-  nltest::CmdResult r = run_cli("merge " + args);
-  return r;
+nltest::CmdResult merge_cli(const std::string& args) { return run_cli("merge " + args); }
+
+// Runs a merge that must succeed; records its stderr when it does not.
+bool merge_ok(const std::string& args) {
+  const nltest::CmdResult r = merge_cli(args);
+  if (r.rc != 0) ADD_FAILURE() << "merge " << args << "\nexit " << r.rc << ": " << r.err;
+  return r.rc == 0;
 }
 
 TEST(MergeTiny, TwoScaledAdaptersEqualTheReferenceAndMergingInSequence) {
   TempDir tmp;
   const fs::path base_path = synth(tmp, "tiny-qwen2", nl::QType::F32, "base.gguf");
   auto base = nl::Model::load(base_path.string());
-  const nl::LoraAdapter a = random_adapter(*base, 4, 8.0f, "all", 1, 0.05f);
-  const nl::LoraAdapter b = random_adapter(*base, 2, 2.0f, "q,v,down", 2, 0.05f);
-  nl::save_adapter_gguf(a, *base, (tmp / "a.gguf").string());
-  nl::save_adapter_peft(b, *base, (tmp / "b").string());
-
-  const std::string A = shq((tmp / "a.gguf").string()), B = shq((tmp / "b").string());
+  const SavedPair pair = save_pair(*base, tmp, random_adapter(*base, 4, 8.0f, "all", 1, 0.05f),
+                                   random_adapter(*base, 2, 2.0f, "q,v,down", 2, 0.05f));
+  const nl::LoraAdapter &a = pair.a, &b = pair.b;
+  const std::string &A = pair.A, &B = pair.B;
   nltest::CmdResult r = merge_cli("--model " + shq(base_path.string()) + " --adapter " + A + ":0.5 --lora " + B +
                                   ":1.0 --out " + shq((tmp / "ab.gguf").string()));
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -261,10 +275,8 @@ TEST(MergeTiny, QuantizedBaseKeepsEachTensorsTypeUnlessTold) {
   const fs::path base_path = synth(tmp, "tiny-qwen2", nl::QType::Q8_0, "base.gguf");
   auto base = nl::Model::load(base_path.string());
   nl::save_adapter_gguf(random_adapter(*base, 4, 8.0f, "all", 5, 0.05f), *base, (tmp / "a.gguf").string());
-  ASSERT_EQ(merge_cli("--model " + shq(base_path.string()) + " --adapter " + shq((tmp / "a.gguf").string()) + " --out " +
-                      shq((tmp / "same.gguf").string()))
-                .rc,
-            0);
+  ASSERT_TRUE(merge_ok("--model " + shq(base_path.string()) + " --adapter " + shq((tmp / "a.gguf").string()) + " --out " +
+                       shq((tmp / "same.gguf").string())));
   auto same = nl::GgufFile::open((tmp / "same.gguf").string());
   ASSERT_EQ(same->tensors().size(), base->gguf()->tensors().size());
   for (size_t i = 0; i < same->tensors().size(); ++i) EXPECT_EQ(same->tensors()[i].type, base->gguf()->tensors()[i].type);
@@ -288,33 +300,26 @@ TEST(MergeStories, F32MergeGivesTheTokensOfBasePlusAdapter) {
   TempDir tmp;
   auto base = nl::Model::load(model.string());
   // A llama.cpp LoRA GGUF (permuted Q/K rows) and a PEFT folder (Hugging Face rows).
-  const nl::LoraAdapter a = random_adapter(*base, 8, 16.0f, "all", 11, 0.04f);
-  const nl::LoraAdapter b = random_adapter(*base, 4, 4.0f, "q,k,o,up", 12, 0.04f);
-  nl::save_adapter_gguf(a, *base, (tmp / "a.gguf").string());
-  nl::save_adapter_peft(b, *base, (tmp / "b").string());
-  const std::string A = shq((tmp / "a.gguf").string()), B = shq((tmp / "b").string());
+  const SavedPair pair = save_pair(*base, tmp, random_adapter(*base, 8, 16.0f, "all", 11, 0.04f),
+                                   random_adapter(*base, 4, 4.0f, "q,k,o,up", 12, 0.04f));
+  const nl::LoraAdapter &a = pair.a, &b = pair.b;
+  const std::string &A = pair.A, &B = pair.B;
 
-  ASSERT_EQ(merge_cli("--model " + shq(model.string()) + " --adapter " + A + " --type f32 --out " +
-                      shq((tmp / "m32.gguf").string()))
-                .rc,
-            0);
+  ASSERT_TRUE(merge_ok("--model " + shq(model.string()) + " --adapter " + A + " --type f32 --out " +
+                       shq((tmp / "m32.gguf").string())));
   const std::string with_adapter = greedy(model, "--adapter " + A);
   EXPECT_NE(with_adapter, greedy(model)) << "the adapter should change the output, or this test proves nothing";
   EXPECT_EQ(greedy(tmp / "m32.gguf"), with_adapter);
   expect_merged_equals_reference(*base, tmp / "m32.gguf", {{&a, 1.0}});
 
   // Two adapters, one through each file layout, with scales.
-  ASSERT_EQ(merge_cli("--model " + shq(model.string()) + " --adapter " + A + ":0.5 --adapter " + B + ":-1.5 --out " +
-                      shq((tmp / "ab.gguf").string()))
-                .rc,
-            0);
+  ASSERT_TRUE(merge_ok("--model " + shq(model.string()) + " --adapter " + A + ":0.5 --adapter " + B + ":-1.5 --out " +
+                       shq((tmp / "ab.gguf").string())));
   expect_merged_equals_reference(*base, tmp / "ab.gguf", {{&a, 0.5}, {&b, -1.5}});
 
   // f16: loads and generates (rounding to f16 may change a token, so no equality asked).
-  ASSERT_EQ(merge_cli("--model " + shq(model.string()) + " --adapter " + A + " --type f16 --out " +
-                      shq((tmp / "m16.gguf").string()))
-                .rc,
-            0);
+  ASSERT_TRUE(merge_ok("--model " + shq(model.string()) + " --adapter " + A + " --type f16 --out " +
+                       shq((tmp / "m16.gguf").string())));
   EXPECT_EQ(count_ids(greedy(tmp / "m16.gguf")), count_ids(with_adapter));
   nltest::expect_gguf_matches_peer(tmp / "m32.gguf");
 }
@@ -424,49 +429,55 @@ std::string llama_cpp_greedy(const fs::path& model, const std::string& ids, cons
   return r.out;
 }
 
-TEST(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapterInLlamaCpp) {
-  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+// "Once upon a time" as token ids (with BOS) by our tokenizer: both engines get the same ids.
+std::string prompt_ids(const fs::path& model) {
+  nltest::CmdResult tok = run_cli("tokenize --bos --model " + shq(model.string()), "Once upon a time\n");
+  EXPECT_EQ(tok.rc, 0) << tok.err;
+  return tok.out.substr(0, tok.out.find('\n'));
+}
+
+// Our greedy tokens for a prompt given as ids, with an adapter.
+std::string ours_with_adapter(const fs::path& model, const fs::path& adapter, const std::string& ids) {
+  return run_cli("generate --model " + shq(model.string()) + " --adapter " + shq(adapter.string()) + " --prompt-ids " +
+                 shq(ids) + " --temp 0 -n 30 --print-ids")
+      .out;
+}
+
+// A GGUF base with a llama.cpp LoRA GGUF adapter (also applied in llama.cpp with its
+// `lora` option), and a Hugging Face base with a PEFT adapter merged to GGUF.
+struct LlamaCase {
+  const char* model;  // under ../shared/models
+  bool gguf_adapter;
+};
+class MergeLlamaCpp : public ::testing::TestWithParam<LlamaCase> {};
+
+TEST_P(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapter) {
+  NL_REQUIRE_SHARED(GetParam().model, model);
   if (const std::string why = llama_cpp_missing(); !why.empty()) GTEST_SKIP() << "llama.cpp oracle unavailable: " << why;
   TempDir tmp;
   auto base = nl::Model::load(model.string());
-  nl::save_adapter_gguf(random_adapter(*base, 8, 16.0f, "all", 21, 0.04f), *base, (tmp / "a.gguf").string());
-  ASSERT_EQ(merge_cli("--model " + shq(model.string()) + " --adapter " + shq((tmp / "a.gguf").string()) +
-                      " --type f32 --out " + shq((tmp / "m32.gguf").string()))
-                .rc,
-            0);
-  nltest::CmdResult tok = run_cli("tokenize --bos --model " + shq(model.string()), "Once upon a time\n");
-  ASSERT_EQ(tok.rc, 0) << tok.err;
-  std::string ids = tok.out.substr(0, tok.out.find('\n'));
+  const nl::LoraAdapter a = random_adapter(*base, 8, 16.0f, "all", 21, 0.04f);
+  const fs::path adapter = tmp / (GetParam().gguf_adapter ? "a.gguf" : "a");
+  if (GetParam().gguf_adapter) nl::save_adapter_gguf(a, *base, adapter.string());
+  else nl::save_adapter_peft(a, *base, adapter.string());
+  ASSERT_TRUE(merge_ok("--model " + shq(model.string()) + " --adapter " + shq(adapter.string()) + " --type f32 --out " +
+                       shq((tmp / "m32.gguf").string())));
 
-  const std::string ours_applied = run_cli("generate --model " + shq(model.string()) + " --adapter " +
-                                           shq((tmp / "a.gguf").string()) + " --prompt-ids " + shq(ids) +
-                                           " --temp 0 -n 30 --print-ids").out;
-  const std::string llama_applied = llama_cpp_greedy(model, ids, (tmp / "a.gguf").string());
+  const std::string ids = prompt_ids(model);
+  const std::string ours_applied = ours_with_adapter(model, adapter, ids);
   const std::string llama_merged = llama_cpp_greedy(tmp / "m32.gguf", ids);
   EXPECT_EQ(count_ids(llama_merged), 30u) << llama_merged;
-  EXPECT_NE(llama_applied, llama_cpp_greedy(model, ids)) << "the adapter should change the output";
-  EXPECT_EQ(llama_merged, llama_applied) << "llama.cpp: merged model vs base + --lora";
   EXPECT_EQ(llama_merged, ours_applied) << "llama.cpp's merged model vs ours with --adapter";
+  if (GetParam().gguf_adapter) {
+    const std::string llama_applied = llama_cpp_greedy(model, ids, adapter.string());
+    EXPECT_NE(llama_applied, llama_cpp_greedy(model, ids)) << "the adapter should change the output";
+    EXPECT_EQ(llama_merged, llama_applied) << "llama.cpp: merged model vs base + --lora";
+  }
 }
 
-TEST(MergeLlamaCpp, HfBaseMergedToGgufGivesOurAdapterTokensInLlamaCpp) {
-  NL_REQUIRE_SHARED("tinystories-656k", hf);
-  if (const std::string why = llama_cpp_missing(); !why.empty()) GTEST_SKIP() << "llama.cpp oracle unavailable: " << why;
-  TempDir tmp;
-  auto base = nl::Model::load(hf.string());
-  nl::save_adapter_peft(random_adapter(*base, 4, 8.0f, "all", 41, 0.04f), *base, (tmp / "a").string());
-  ASSERT_EQ(merge_cli("--model " + shq(hf.string()) + " --adapter " + shq((tmp / "a").string()) + " --type f32 --out " +
-                      shq((tmp / "m.gguf").string()))
-                .rc,
-            0);
-  nltest::CmdResult tok = run_cli("tokenize --bos --model " + shq(hf.string()), "Once upon a time\n");
-  ASSERT_EQ(tok.rc, 0) << tok.err;
-  const std::string ids = tok.out.substr(0, tok.out.find('\n'));
-  const std::string ours = run_cli("generate --model " + shq(hf.string()) + " --adapter " + shq((tmp / "a").string()) +
-                                   " --prompt-ids " + shq(ids) + " --temp 0 -n 30 --print-ids").out;
-  EXPECT_EQ(count_ids(ours), 30u) << ours;
-  EXPECT_EQ(llama_cpp_greedy(tmp / "m.gguf", ids), ours);
-}
+INSTANTIATE_TEST_SUITE_P(SharedModels, MergeLlamaCpp,
+                         ::testing::Values(LlamaCase{"stories260K/stories260K.gguf", true},
+                                           LlamaCase{"tinystories-656k", false}));
 
 TEST(AdapterSpec, ParsesPathAndScale) {
   EXPECT_EQ(nl::parse_adapter_spec("a.gguf").path, "a.gguf");
