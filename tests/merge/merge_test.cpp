@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -449,6 +450,7 @@ struct LlamaCase {
   const char* model;  // under ../shared/models
   bool gguf_adapter;
 };
+void PrintTo(const LlamaCase& c, std::ostream* os) { *os << c.model; }
 class MergeLlamaCpp : public ::testing::TestWithParam<LlamaCase> {};
 
 TEST_P(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapter) {
@@ -477,7 +479,10 @@ TEST_P(MergeLlamaCpp, MergedF32GivesTheTokensOfBasePlusAdapter) {
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, MergeLlamaCpp,
                          ::testing::Values(LlamaCase{"stories260K/stories260K.gguf", true},
-                                           LlamaCase{"tinystories-656k", false}));
+                                           LlamaCase{"tinystories-656k", false}),
+                         [](const ::testing::TestParamInfo<LlamaCase>& info) {
+                           return std::string(info.param.gguf_adapter ? "GgufBaseLoraGguf" : "HfBasePeft");
+                         });
 
 TEST(AdapterSpec, ParsesPathAndScale) {
   EXPECT_EQ(nl::parse_adapter_spec("a.gguf").path, "a.gguf");
