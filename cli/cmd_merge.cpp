@@ -27,7 +27,7 @@ nlcli::Register reg_merge(
     "merge", "Fold LoRA adapters into a model's weights; write a GGUF file (or a Hugging Face folder)",
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<MergeArgs>();
-      sub.add_option("-m,--model", a->model, "base model (GGUF file)")->required();
+      sub.add_option("-m,--model", a->model, "base model: GGUF file or Hugging Face folder")->required();
       sub.add_option("--adapter,--lora", a->adapters,
                      "LoRA adapter as PATH[:SCALE] (PEFT folder or llama.cpp LoRA GGUF; scale default 1.0); repeatable")
           ->required()
