@@ -397,8 +397,16 @@ class OutFile {
     if (fd_ >= 0) ::close(fd_);
   }
   void write(const void* p, size_t n) {
+    // Tensor data goes straight to the file: copying a whole tensor into the buffer would
+    // double the writer's peak memory for the largest tensor.
+    if (n >= kBufferBytes) {
+      flush();
+      write_all(static_cast<const uint8_t*>(p), n);
+      written_ += n;
+      return;
+    }
     buf_.insert(buf_.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
-    if (buf_.size() >= (1u << 22)) flush();
+    if (buf_.size() >= kBufferBytes) flush();
   }
   template <class T>
   void put(T v) { write(&v, sizeof v); }
@@ -412,15 +420,7 @@ class OutFile {
   }
   size_t pos() const { return written_ + buf_.size(); }
   void flush() {
-    size_t off = 0;
-    while (off < buf_.size()) {
-      ssize_t w = ::write(fd_, buf_.data() + off, buf_.size() - off);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail(path_, std::string("write failed: ") + std::strerror(errno), "is the disk full?");
-      }
-      off += static_cast<size_t>(w);
-    }
+    write_all(buf_.data(), buf_.size());
     written_ += buf_.size();
     buf_.clear();
   }
@@ -432,6 +432,20 @@ class OutFile {
   }
 
  private:
+  static constexpr size_t kBufferBytes = size_t{1} << 22;
+
+  void write_all(const uint8_t* p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+      ssize_t w = ::write(fd_, p + off, n - off);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        fail(path_, std::string("write failed: ") + std::strerror(errno), "is the disk full?");
+      }
+      off += static_cast<size_t>(w);
+    }
+  }
+
   std::string path_;
   int fd_ = -1;
   std::vector<uint8_t> buf_;
