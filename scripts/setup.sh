@@ -71,11 +71,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm packages used only by the tests as independent oracles (versions pinned in package-lock.json),
-# among them node-llama-cpp (real llama.cpp, as prebuilt CPU binaries in its
-# @node-llama-cpp/<platform> packages). --ignore-scripts: its postinstall step would build or
-# download llama.cpp; the tests load only the prebuilt binaries (tools/js/llama_greedy.mjs).
+# among them node-llama-cpp (real llama.cpp, as the prebuilt CPU binaries of
+# @node-llama-cpp/linux-x64, a direct dependency). --omit=optional leaves out its other
+# prebuilt variants (CUDA, Vulkan, arm: ~650 MB). --ignore-scripts: its postinstall step would
+# build or download llama.cpp; the tests load only the prebuilt binary (tools/js/llama_greedy.mjs).
 # Also run when an older install lacks a package added since.
-if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/node-llama-cpp ]; }; then
-  (cd tools/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/@node-llama-cpp/linux-x64 ]; }; then
+  (cd tools/js && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"

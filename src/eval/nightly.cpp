@@ -159,16 +159,6 @@ int64_t planned_steps(const fs::path& train_dir) {
   return total;
 }
 
-bool adapter_finite(const LoraAdapter& a) {
-  for (const LoraPair& p : a.pairs) {
-    for (float v : p.A)
-      if (!std::isfinite(v)) return false;
-    for (float v : p.B)
-      if (!std::isfinite(v)) return false;
-  }
-  return true;
-}
-
 // The held-out items as training reads them; an item the loader rejects is left out of both
 // adapters' scores alike (counted).
 Dataset load_heldout(const fs::path& path, const Tokenizer& tok, int64_t seq_len, int64_t& n_skipped) {
@@ -403,7 +393,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
       std::optional<LoraAdapter> cur;
       if (!current_at_eval.empty()) cur = load_adapter(current_at_eval, *model);
       const int threads = run_info.value("threads", 0);
-      ev["candidate_finite"] = adapter_finite(cand);
+      ev["candidate_finite"] = cand.all_finite();
       ev["candidate_losses"] = losses_json(heldout_loss(*model, &cand, held, threads));
       ev["current_losses"] = losses_json(heldout_loss(*model, cur ? &*cur : nullptr, held, threads));
       json detail;
@@ -521,7 +511,14 @@ NightlyResult NightlyRun::run() {
   prune_job(out_, o_.keep_adapters);  // what a job killed while sealing left
   run_ = pick_run(settings);
   try {
-    return run_steps(*task, model, settings);
+    try {
+      return run_steps(*task, model, settings);
+    } catch (const nlohmann::json::exception& e) {
+      // The job's own state files are written atomically; one that does not read back was
+      // damaged from outside. Said as bad input, so the run is retried, then abandoned.
+      fail(run_.string(), std::string("a state file of this run is damaged (") + e.what() + ")",
+           "`nightly --reset` abandons the run and the next night starts afresh");
+    }
   } catch (const FolderBusy&) {
     throw;
   } catch (const Error& e) {
