@@ -43,6 +43,18 @@ std::string shq(const std::string& s) {
   return r + "'";
 }
 
+std::vector<nlohmann::json> read_jsonl(const fs::path& p, const std::string& type) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(read_text(p));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    nlohmann::json row = nlohmann::json::parse(line);
+    if (type.empty() || row.value("type", "") == type) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 std::string read_text(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::stringstream ss;

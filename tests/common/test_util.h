@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 namespace nltest {
 
 namespace fs = std::filesystem;
@@ -49,6 +51,8 @@ std::string shq(const std::string& s);
 
 std::string read_text(const fs::path& p);
 void write_text(const fs::path& p, const std::string& s);
+// The rows of a JSONL file (a run's log.jsonl); with `type`, only the rows of that "type".
+std::vector<nlohmann::json> read_jsonl(const fs::path& p, const std::string& type = "");
 
 // Path to Debian's python3 (with torch) for reference implementations; empty if missing.
 std::string python_with_torch();

@@ -17,15 +17,6 @@ using json = nlohmann::json;
 using nltest::run_cli;
 using nltest::shq;
 
-std::vector<json> read_log(const fs::path& p) {
-  std::vector<json> rows;
-  std::string text = nltest::read_text(p), line;
-  std::istringstream in(text);
-  while (std::getline(in, line))
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
-
 TEST(TrainCli, LearnsTheNewCharacterOnStories260K) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   const fs::path data = nltest::source_dir() / "data/stories";
@@ -38,7 +29,7 @@ TEST(TrainCli, LearnsTheNewCharacterOnStories260K) {
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("step 24/24"), std::string::npos) << r.out;  // plain progress lines off a terminal
 
-  std::vector<json> log = read_log(out / "log.jsonl");
+  std::vector<json> log = nltest::read_jsonl(out / "log.jsonl");
   std::vector<json> train, val;
   for (const auto& row : log) {
     if (row["type"] == "train") train.push_back(row);
@@ -162,7 +153,7 @@ TEST(TrainCli, MessagesOnASyntheticQwenModel) {
   EXPECT_NE(cut.err.find("1 example(s) longer than --seq-len 8 were cut to their first 8 tokens"), std::string::npos)
       << cut.err;
   std::vector<json> log;
-  for (const json& row : read_log(td / "run/log.jsonl"))
+  for (const json& row : nltest::read_jsonl(td / "run/log.jsonl"))
     if (row["type"] == "train") log.push_back(row);
   ASSERT_EQ(log.size(), 4u);
   EXPECT_LT(log.back()["loss"].get<double>(), log.front()["loss"].get<double>());

@@ -32,15 +32,6 @@ using json = nlohmann::json;
 using nltest::run_cli;
 using nltest::shq;
 
-std::vector<json> read_log(const fs::path& p) {
-  std::vector<json> rows;
-  std::istringstream in(nltest::read_text(p));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) rows.push_back(json::parse(line));
-  return rows;
-}
-
 std::vector<json> rows_of(const std::vector<json>& log, const std::string& type) {
   std::vector<json> out;
   for (const json& r : log)
@@ -124,12 +115,14 @@ TEST(DivergenceGuard, AHugeLearningRateEndsAsDivergedAndWritesNothingNonFinite) 
     } else {
       ASSERT_EQ(r.rc, 0) << opts << "\n" << all;
     }
-    const std::vector<json> log = read_log(out / "log.jsonl");
+    const std::vector<json> log = nltest::read_jsonl(out / "log.jsonl");
     EXPECT_FALSE(rows_of(log, "rollback").empty()) << opts;
     bool skipped = false;
     for (const json& t : rows_of(log, "train")) skipped |= t.value("skipped", false);
     EXPECT_TRUE(skipped) << opts;
-    if (r.rc == nl::exit_code::kDiverged) EXPECT_EQ(rows_of(log, "diverged").size(), 1u) << opts;
+    if (r.rc == nl::exit_code::kDiverged) {
+      EXPECT_EQ(rows_of(log, "diverged").size(), 1u) << opts;
+    }
     const json run = json::parse(nltest::read_text(out / "run.json"));
     EXPECT_NE(run.dump().find(r.rc == nl::exit_code::kDiverged ? "diverged" : "finished"), std::string::npos);
     EXPECT_TRUE(files_with_non_finite_values(out).empty()) << opts;
@@ -139,7 +132,9 @@ TEST(DivergenceGuard, AHugeLearningRateEndsAsDivergedAndWritesNothingNonFinite) 
     ASSERT_EQ(rep.rc, 0) << rep.err;
     const std::string html = nltest::read_text(td / "r.html");
     EXPECT_NE(html.find("rollback"), std::string::npos) << opts;
-    if (r.rc == nl::exit_code::kDiverged) EXPECT_NE(html.find("diverged"), std::string::npos) << opts;
+    if (r.rc == nl::exit_code::kDiverged) {
+      EXPECT_NE(html.find("diverged"), std::string::npos) << opts;
+    }
     // The checkpoints decode and resume: a re-run of a diverged run diverges again the same way.
     if (r.rc == nl::exit_code::kDiverged) {
       auto again = run_cli(s.train(out, std::string(opts) + " --iters 30 --save-every 5"));
@@ -153,7 +148,7 @@ TEST(DivergenceGuard, AHealthyRunIsNeverTouched) {
   nltest::TempDir td;
   auto r = run_cli(s.train(td / "run", "--iters 12 --lr 5e-3"));
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  const std::vector<json> log = read_log(td / "run/log.jsonl");
+  const std::vector<json> log = nltest::read_jsonl(td / "run/log.jsonl");
   EXPECT_TRUE(rows_of(log, "rollback").empty());
   for (const json& t : rows_of(log, "train")) EXPECT_FALSE(t.value("skipped", false)) << t.dump();
   ASSERT_EQ(rows_of(log, "session").size(), 1u);
@@ -178,7 +173,7 @@ TEST(BestAdapter, KeepsTheBestValidationStepNotTheLast) {
   };
   auto r = run_cli(cmd(td / "long", 16));
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  const std::vector<json> val = rows_of(read_log(td / "long/log.jsonl"), "val");
+  const std::vector<json> val = nltest::read_jsonl(td / "long/log.jsonl", "val");
   ASSERT_EQ(val.size(), 17u);
   int64_t best = 0;
   for (const json& v : val)
@@ -200,7 +195,7 @@ TEST(BestAdapter, KeepsTheBestValidationStepNotTheLast) {
   // adapter written.
   auto early = run_cli(cmd(td / "early", 16) + " --early-stop 2");
   ASSERT_EQ(early.rc, 0) << early.out << early.err;
-  const std::vector<json> elog = read_log(td / "early/log.jsonl");
+  const std::vector<json> elog = nltest::read_jsonl(td / "early/log.jsonl");
   ASSERT_EQ(rows_of(elog, "early_stop").size(), 1u);
   EXPECT_EQ(rows_of(elog, "early_stop")[0]["step"], best + 2);
   EXPECT_EQ(nltest::read_text(td / "early/adapter_model.safetensors"),
@@ -208,7 +203,7 @@ TEST(BestAdapter, KeepsTheBestValidationStepNotTheLast) {
   // A re-run of an early-stopped run trains no further.
   auto again = run_cli(cmd(td / "early", 16) + " --early-stop 2");
   ASSERT_EQ(again.rc, 0) << again.err;
-  EXPECT_EQ(rows_of(read_log(td / "early/log.jsonl"), "train").size(), rows_of(elog, "train").size());
+  EXPECT_EQ(nltest::read_jsonl(td / "early/log.jsonl", "train").size(), rows_of(elog, "train").size());
 }
 
 // --- one trainer per folder ------------------------------------------------------------------
