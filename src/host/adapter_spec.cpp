@@ -1,5 +1,6 @@
 #include "nightlora/host/adapter_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -31,6 +32,52 @@ std::vector<ScaledAdapter> load_scaled_adapters(const std::vector<AdapterSpec>& 
   std::vector<ScaledAdapter> out;
   out.reserve(specs.size());
   for (const AdapterSpec& s : specs) out.push_back({s, load_adapter(s.path, m)});
+  return out;
+}
+
+LoraAdapter stack_adapters(const std::vector<ScaledAdapter>& adapters) {
+  if (adapters.empty()) fail("adapters", "nothing to stack");
+  const LoraAdapter& first = adapters.front().adapter;
+  LoraAdapter out;
+  out.n_layer = first.n_layer;
+  out.cfg = first.cfg;
+  out.cfg.rank = 0;
+  out.cfg.targets = {};
+  for (const ScaledAdapter& s : adapters) {
+    if (s.adapter.n_layer != first.n_layer || s.adapter.pairs.size() != first.pairs.size())
+      fail(s.spec.path, "has another layer count than " + adapters.front().spec.path);
+    out.cfg.rank += s.adapter.cfg.rank;
+    for (size_t t = 0; t < out.cfg.targets.size(); ++t) out.cfg.targets[t] = out.cfg.targets[t] || s.adapter.cfg.targets[t];
+  }
+  out.cfg.alpha = static_cast<float>(out.cfg.rank);
+  out.cfg.dropout = 0;
+  const int64_t R = out.cfg.rank;
+  out.pairs.resize(first.pairs.size());
+  for (size_t i = 0; i < out.pairs.size(); ++i) {
+    LoraPair& o = out.pairs[i];
+    for (const ScaledAdapter& s : adapters)
+      if (s.adapter.pairs[i].enabled) {
+        o.enabled = true;
+        o.in = s.adapter.pairs[i].in;
+        o.out = s.adapter.pairs[i].out;
+      }
+    if (!o.enabled) continue;
+    o.A.assign(static_cast<size_t>(R * o.in), 0.0f);
+    o.B.assign(static_cast<size_t>(o.out * R), 0.0f);
+    int64_t r0 = 0;  // this adapter's first row of A / column of B
+    for (const ScaledAdapter& s : adapters) {
+      const LoraPair& p = s.adapter.pairs[i];
+      const int64_t r = s.adapter.cfg.rank;
+      if (p.enabled) {
+        if (p.in != o.in || p.out != o.out) fail(s.spec.path, "has other projection shapes than the other adapters");
+        const float f = s.factor();
+        std::copy(p.A.begin(), p.A.end(), o.A.begin() + r0 * o.in);
+        for (int64_t row = 0; row < o.out; ++row)
+          for (int64_t k = 0; k < r; ++k) o.B[static_cast<size_t>(row * R + r0 + k)] = f * p.B[static_cast<size_t>(row * r + k)];
+      }
+      r0 += r;
+    }
+  }
   return out;
 }
 

@@ -32,4 +32,10 @@ struct ScaledAdapter {
 // Loads each adapter with load_adapter (which refuses adapters for another model).
 std::vector<ScaledAdapter> load_scaled_adapters(const std::vector<AdapterSpec>& specs, const Model& m);
 
+// One adapter that applies all of `adapters` at once, for code that takes a single one: their
+// ranks stacked (A rows one after another, B columns one after another, each B multiplied by
+// its adapter's factor), alpha equal to the total rank so the stacked factor is 1; a
+// projection one adapter leaves out gets zero rows there. Exactly sum_i factor_i · B_i·A_i.
+LoraAdapter stack_adapters(const std::vector<ScaledAdapter>& adapters);
+
 }  // namespace nl

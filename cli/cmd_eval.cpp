@@ -1,0 +1,91 @@
+// `nightlora eval --model M [--adapter A[:SCALE] ...] --data test.jsonl [--json]`: the mean
+// loss and perplexity of the model (with the adapters applied) on the supervised tokens of any
+// data `train` reads, computed by the training step's own forward pass in f32 (so it equals
+// the training loss on the same examples), one example at a time.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "nightlora/data/dataset.h"
+#include "nightlora/eval/heldout_loss.h"
+#include "nightlora/host/adapter_spec.h"
+#include "nightlora/modelio/model.h"
+#include "nightlora/tokenizer/tokenizer.h"
+#include "nightlora/util/error.h"
+
+namespace {
+
+struct EvalArgs {
+  std::string model, data, train_on = "completion", long_examples = "truncate";
+  std::vector<std::string> adapters;
+  int64_t seq_len = 512;
+  int threads = 0;
+  bool json = false;
+};
+
+int run_eval(const EvalArgs& a) {
+  nl::DataOptions dopt;
+  dopt.train_on = nl::parse_train_on(a.train_on);
+  dopt.long_examples = nl::parse_long_examples(a.long_examples);
+  dopt.max_tokens = a.seq_len;
+  std::vector<nl::AdapterSpec> specs;
+  for (const std::string& s : a.adapters) specs.push_back(nl::parse_adapter_spec(s));
+
+  std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
+  if (!model->tokenizer) nl::fail(a.model, "the model has no tokenizer", "eval reads text, so the model needs one");
+  const nl::Dataset data = nl::load_jsonl_dataset(a.data, *model->tokenizer, dopt);
+  if (data.n_skipped() > 0)
+    std::fprintf(stderr, "nightlora: warning: %s: %lld left out: %s\n", a.data.c_str(),
+                 static_cast<long long>(data.n_skipped()), data.describe_skipped().c_str());
+  std::unique_ptr<nl::LoraAdapter> adapter;
+  if (!specs.empty())
+    adapter = std::make_unique<nl::LoraAdapter>(nl::stack_adapters(nl::load_scaled_adapters(specs, *model)));
+
+  const nl::HeldoutLoss h = nl::heldout_loss(*model, adapter.get(), data, a.threads);
+  const double loss = h.mean();
+  int64_t supervised = 0;
+  for (const nl::ExampleLoss& e : h.examples) supervised += e.n_supervised;
+  if (a.json) {
+    nlohmann::json adapters = nlohmann::json::array();
+    for (const nl::AdapterSpec& s : specs) adapters.push_back({{"path", s.path}, {"scale", s.scale}});
+    std::printf("%s\n", nlohmann::json({{"model", a.model},
+                                        {"adapters", adapters},
+                                        {"data", a.data},
+                                        {"examples", data.examples.size()},
+                                        {"skipped", data.n_skipped()},
+                                        {"tokens", data.n_tokens()},
+                                        {"supervised_tokens", supervised},
+                                        {"loss", loss},
+                                        {"perplexity", std::exp(loss)}})
+                            .dump()
+                            .c_str());
+  } else {
+    std::printf("%s: %zu examples, %lld tokens, %lld supervised\nloss %.6f  perplexity %.4f\n", a.data.c_str(),
+                data.examples.size(), static_cast<long long>(data.n_tokens()), static_cast<long long>(supervised), loss,
+                std::exp(loss));
+  }
+  return h.finite() ? 0 : 3;  // a non-finite loss says the adapter (or model) is broken
+}
+
+nlcli::Register reg_eval(
+    "eval", "Mean loss and perplexity on the supervised tokens of JSONL data (with optional adapters)",
+    [](CLI::App& sub) -> nlcli::Run {
+      auto a = std::make_shared<EvalArgs>();
+      sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
+      sub.add_option("--data", a->data, "JSONL data in any format `train` reads")->required();
+      sub.add_option("--adapter,--lora", a->adapters,
+                     "an adapter to apply, PATH[:SCALE] (repeatable; the adapters add up)");
+      sub.add_option("--seq-len", a->seq_len, "maximum tokens per example")->capture_default_str();
+      sub.add_option("--long-examples", a->long_examples, "truncate, skip or error, as in train")
+          ->capture_default_str();
+      sub.add_option("--train-on", a->train_on, "completion or all, as in train")->capture_default_str();
+      sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+      sub.add_flag("--json", a->json, "one JSON object instead of text");
+      return [a]() { return run_eval(*a); };
+    });
+
+}  // namespace
