@@ -17,7 +17,7 @@ inline uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 inline uint64_t load64(const unsigned char* p) {
   uint64_t v;
   std::memcpy(&v, p, 8);
-  return v;  // little-endian hosts only matter for the value, not for equality on one machine
+  return v;  // host byte order: a fingerprint is compared only on the machine that wrote it
 }
 
 // Four independent lanes over 32-byte blocks (so the multiplies overlap), a byte-wise tail.

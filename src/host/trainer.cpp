@@ -133,7 +133,9 @@ void Trainer::resume(const TrainState& st, double elapsed_before_s) {
   LoraAdapter expect = LoraAdapter::init(I.model.config, st.adapter.cfg);
   if (!same_shapes(st.adapter, expect) || !same_shapes(st.adam_m, expect) || !same_shapes(st.adam_v, expect))
     fail("checkpoint", "the saved adapter's shapes do not match this model", "resume with the model it was trained on");
-  if (st.step < 0 || st.step > total_)
+  // The decoder (checkpoint.cpp) has checked the counters on their own; these checks are
+  // against this run.
+  if (st.step > total_)
     fail("checkpoint", "it is at step " + std::to_string(st.step) + " but this run has only " + std::to_string(total_) +
                            " steps", "resume with the original --iters/--epochs");
   // Every step, applied or skipped, consumes batch x grad_accum examples; the optimizer counts
@@ -143,9 +145,6 @@ void Trainer::resume(const TrainState& st, double elapsed_before_s) {
     fail("checkpoint", "its data position " + std::to_string(st.data_pos) + " does not match its step " +
                            std::to_string(st.step) + " (" + std::to_string(per_step) + " examples per step)",
          "the checkpoint is damaged or from other --batch/--grad-accum settings: start a new run in another --out");
-  if (st.adam_t < 0 || st.adam_t > st.step)
-    fail("checkpoint", "its optimizer step count " + std::to_string(st.adam_t) + " is outside 0.." +
-                           std::to_string(st.step), "the checkpoint is damaged: start a new run in another --out");
   if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
     fail("checkpoint", "it holds non-finite values", "the checkpoint is damaged: start a new run in another --out");
   I.adapter = st.adapter;
