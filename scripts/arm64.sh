@@ -11,7 +11,7 @@
 #   scripts/arm64.sh --build-only  build only (scripts/test.sh does this; the Release tree's
 #                                  ctest then runs the programs as arm64.* entries)
 #
-# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops host"), the
+# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops host util"), the
 # same tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they
 # land; each program's gtest filter is tests/CMakeLists.txt's (of tests/host, only the
 # precision plan and its calibration).
@@ -24,7 +24,7 @@ build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 
 build=${NL_ARM64_BUILD_DIR:-$root/build-arm64}
-dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops host}
+dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops host util}
 jobs=$(nproc 2>/dev/null || echo 2)
 toolchain=$root/cmake/aarch64-linux-gnu.cmake
 
