@@ -75,8 +75,15 @@ if $triple-readelf -l "$bin" | grep -q INTERP; then fail "$bin asks for a dynami
 if $triple-readelf -d "$bin" 2>/dev/null | grep -q NEEDED; then fail "$bin names shared libraries (DT_NEEDED)"; fi
 # A Cortex-A53 (ARMv8.0, no dotprod) runs it: nothing newer than the baseline executes on the
 # way to --help (the end-to-end test, tests/arm64/quickstart.sh, runs a whole demo there).
+# And its first system call installs the SIGSYS handler (cli/static_start.cpp), ahead of glibc's
+# set_robust_list and rseq, which Android's app sandbox would otherwise answer by killing it.
 if command -v qemu-aarch64 >/dev/null; then
   qemu-aarch64 -cpu cortex-a53 "$bin" --help >/dev/null || fail "$bin --help failed under qemu-aarch64 -cpu cortex-a53"
+  first=$(qemu-aarch64 -strace -cpu cortex-a53 "$bin" --help 2>&1 >/dev/null | sed -n '1s/^[0-9]* //p')
+  case "$first" in
+    "rt_sigaction(SIGSYS,"*) ;;
+    *) fail "the first system call is \"$first\", not rt_sigaction(SIGSYS, ...): the entry point nl_static_start is not in use" ;;
+  esac
 fi
 echo "arm64-static: $bin"
 echo "arm64-static: $desc"
