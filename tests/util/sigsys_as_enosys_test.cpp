@@ -60,7 +60,7 @@ constexpr uint32_t kAuditArch = AUDIT_ARCH_X86_64;
 
 // In a child: a filter that traps getppid (SECCOMP_RET_TRAP, as Android's filter answers the
 // calls it does not know), then getppid. Exit status 0: it returned -1 with ENOSYS; 77: no
-// seccomp here (qemu-user); anything else, or a death by SIGSYS: the handler failed.
+// filter could be installed (qemu-user); anything else, or a death by SIGSYS: the handler failed.
 int trap_getppid_in_child() {
   pid_t pid = fork();
   if (pid == 0) {
@@ -89,7 +89,7 @@ int trap_getppid_in_child() {
 
 TEST_F(SigsysAsEnosys, SeccompTrapBecomesEnosys) {
   int r = trap_getppid_in_child();
-  if (r == 77) GTEST_SKIP() << "seccomp filters are not available here (qemu-user refuses them)";
+  if (r == 77) GTEST_SKIP() << "a seccomp filter cannot be installed here (qemu-user refuses them; some containers do)";
   EXPECT_EQ(r, 0) << "128+" << SIGSYS << " means the trapped call killed the process";
 }
 
