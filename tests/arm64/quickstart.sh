@@ -72,10 +72,16 @@ train() {  # train OUT PRECISION ITERS NIGHTLORA...
     --seed 1 --threads 2 --precision "$precision" >"$out.log" 2>&1 ||
     { cat "$out.log" >&2; echo "arm64 quickstart: FAILED: train ($*) exited with an error" >&2; exit 1; }
 }
+# Generation in f32 too, for the same reason. Today's generate has no precision options; once
+# it has them (the frozen engine, int8 by default, an f16 KV cache), they are pinned to f32.
+gen_args=(--temp 0 -n 48 --threads 2)
+gen_help=$("$x86" generate --help 2>&1 || true)
+[[ $gen_help == *--precision* ]] && gen_args+=(--precision f32)
+[[ $gen_help == *--kv-type* ]] && gen_args+=(--kv-type f32)
 story() {  # story ADAPTER|"" NIGHTLORA...
   local adapter=$1
   shift
-  "$@" generate --model "$model" --temp 0 -n 48 --threads 2 ${adapter:+--adapter "$adapter"}
+  "$@" generate --model "$model" "${gen_args[@]}" ${adapter:+--adapter "$adapter"}
 }
 losses() { grep -o '"loss":[0-9.e+-]*' "$1/log.jsonl" | cut -d: -f2 | tr '\n' ' '; }
 
