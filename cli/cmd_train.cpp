@@ -178,9 +178,13 @@ nlcli::Register reg_train(
           ->capture_default_str();
       sub.add_option("--precision-tol", a->precision_tol,
                      "auto: products go to the cheaper modes the engine runs faster than f32 (cpu: int8; vulkan: "
-                     "int8, then f16) while the adapter gradients' relative error stays <= X and cosine >= 1 - X")
+                     "int8, then f16) while the adapter gradients' relative error stays <= X and cosine >= 1 - X "
+                     "(groups: of the whole plan; each: of each product alone)")
           ->capture_default_str();
       sub.add_option("--precision-calib-tokens", a->precision_calib_tokens, "auto: tokens of the calibration batch")
+          ->capture_default_str();
+      sub.add_option("--precision-calib-passes", a->precision_calib_passes,
+                     "auto, groups: passes at most (the f32 reference's two included); products not reached stay f32")
           ->capture_default_str();
       sub.add_option("--precision-search", a->precision_search,
                      "auto: groups (the whole plan within the tolerance; few passes) or each (each product alone "

@@ -256,6 +256,10 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
       // whether the whole range was accepted. A range whose failure is implied (its group
       // failed and the other half went through whole) is split without a trial of its own.
       auto descend = [&](auto&& self, size_t i0, size_t i1, bool known_to_fail) -> bool {
+        if (opt.max_passes > 0 && res.passes >= opt.max_passes) {  // the rest stays f32
+          res.pass_budget_spent = true;
+          return false;
+        }
         if (!known_to_fail) {
           for (size_t i = i0; i < i1; ++i) set_slot(trial, todo[i], mode_of[i]);
           GroupTrial gt;
@@ -303,6 +307,8 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
                           {"search", opt.search == CalibrationSearch::Groups ? "groups" : "each-product"},
                           {"plan_error", plan_err},
                           {"group_trials", static_cast<int64_t>(res.groups.size())},
+                          {"max_passes", opt.max_passes},
+                          {"pass_budget_spent", res.pass_budget_spent},
                           {"criterion", opt.search == CalibrationSearch::Groups
                                             ? "the whole plan: rel_err <= tol and cosine >= 1 - tol over all adapter gradients"
                                             : "each product alone: rel_err <= tol and cosine >= 1 - tol over all adapter gradients"},

@@ -96,6 +96,7 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
     const auto t_calib = std::chrono::steady_clock::now();
     CalibrationOptions co;
     co.tol = opt.precision_tol;
+    co.max_passes = opt.precision_calib_passes;
     co.threads = opt.threads;
     const Batch calib = random_batch(std::min(opt.seq, opt.precision_calib_tokens), model.config.vocab,
                                      opt.completion_only, 4321);

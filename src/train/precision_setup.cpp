@@ -34,6 +34,7 @@ nlohmann::json plan_key(const Trainer& trainer, const TrainingJobOptions& o) {
           {"rank", trainer.lora_config().rank},
           {"tol", o.precision_tol},
           {"calib_tokens", o.precision_calib_tokens},
+          {"calib_passes", o.precision_calib_passes},
           {"search", o.precision_search}};
 }
 
@@ -63,8 +64,11 @@ void check_precision_options(const TrainingJobOptions& o) {
            "use auto, f32, f16, int8, or the path of a precision_plan.json");
   }
   if (!(o.precision_tol >= 0) || o.precision_tol > 1)
-    fail("--precision-tol " + std::to_string(o.precision_tol), "must be between 0 and 1", "e.g. 0.02 (2% gradient error)");
+    fail("--precision-tol " + std::to_string(o.precision_tol), "must be between 0 and 1", "e.g. 0.05 (5% gradient error)");
   parse_search(o.precision_search);
+  if (o.precision_calib_passes < 3)
+    fail("--precision-calib-passes " + std::to_string(o.precision_calib_passes), "must be at least 3",
+         "e.g. 16 (the f32 reference twice, then the plan's trials)");
   if (o.precision_calib_tokens < 2)
     fail("--precision-calib-tokens " + std::to_string(o.precision_calib_tokens), "must be at least 2", "e.g. 128");
 }
@@ -76,6 +80,7 @@ void add_precision_identity(nlohmann::json& cfg, const TrainingJobOptions& o) {
     cfg["precision-tol"] = o.precision_tol;
     cfg["precision-calib-tokens"] = o.precision_calib_tokens;
     if (o.precision_search != "groups") cfg["precision-search"] = o.precision_search;
+    cfg["precision-calib-passes"] = o.precision_calib_passes;
   } else if (is_forced_mode(o.precision)) {
     cfg["precision"] = o.precision;
   } else {
@@ -104,14 +109,19 @@ PrecisionPlan setup_precision(Trainer& trainer, const TrainingJobOptions& o, con
                        static_cast<long long>(o.precision_calib_tokens), o.precision_tol));
     CalibrationOptions co;
     co.tol = o.precision_tol;
+    co.max_passes = o.precision_calib_passes;
     co.search = parse_search(o.precision_search);
     co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
     CalibrationResult r = trainer.calibrate_precision(co, o.precision_calib_tokens);
-    out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s (%lld products measured, %lld recompute "
-                       "products the step never runs set to the cheapest mode unmeasured; %lld engine products replayed from the "
+    std::string what = co.search == CalibrationSearch::Groups
+                           ? strformat("the plan moves the adapter gradients by %.2f%% (cosine %.5f), tolerance %g%s",
+                                       100.0 * r.plan_rel_err, r.plan_cosine, o.precision_tol,
+                                       r.pass_budget_spent ? "; pass budget spent: products not reached stay f32" : "")
+                           : strformat("%lld products measured alone, tolerance %g each",
+                                       static_cast<long long>(r.measured.size()), o.precision_tol);
+    out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s; %s (%lld engine products replayed from the "
                        "reference pass, %lld computed)",
-                       static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds,
-                       static_cast<long long>(r.measured.size()), static_cast<long long>(r.not_run),
+                       static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds, what.c_str(),
                        static_cast<long long>(r.replayed_products), static_cast<long long>(r.computed_products)));
     plan = std::move(r.plan);
     if (const std::string dir = plan_cache_dir(o.plan_cache); !dir.empty()) {

@@ -89,6 +89,10 @@ enum class CalibrationSearch : uint8_t {
 struct CalibrationOptions {
   double tol = 0.02;        // accepted relative gradient error (and 1 - cosine)
   CalibrationSearch search = CalibrationSearch::Groups;
+  // The group search stops after this many passes (the reference's two included) and leaves
+  // the products it has not reached in f32; 0: no limit. Near the tolerance the search would
+  // otherwise try most products alone.
+  int64_t max_passes = 0;
   int threads = 0;          // 0: all cores
   uint64_t dropout_seed = 0;  // LoRA dropout masks of the calibration passes (the same in every pass)
   // Memory for the reference pass's engine outputs, replayed in later passes up to their first
@@ -124,6 +128,7 @@ struct CalibrationResult {
   std::vector<GroupTrial> groups;            // the group search's trials, in order
   // The group search: the error of the final plan as a whole (0 / 1 when it is all f32).
   double plan_rel_err = 0, plan_cosine = 1;
+  bool pass_budget_spent = false;  // max_passes ended the search
   int64_t passes = 0;           // forward+backward passes run, the reference included
   int64_t not_run = 0;          // products the step never runs: set to the cheapest mode unmeasured
   int64_t tokens = 0;           // tokens of the calibration batch

@@ -30,7 +30,8 @@ struct StepBenchOptions {
   // auto (a plan calibrated as train's default: calibrate_precision, group search) or every
   // frozen product in one mode (f32, f16, int8).
   std::string precision = "auto";
-  double precision_tol = 0.02;
+  double precision_tol = 0.05;
+  int64_t precision_calib_passes = 16;
   int64_t precision_calib_tokens = 128;
   std::string engine = "cpu";    // frozen-engine backend: cpu, vulkan or auto
 };

@@ -67,8 +67,9 @@ struct TrainingJobOptions {
   // The frozen products' numeric mode: auto (calibrate a plan), f32, f16, int8, or the path
   // of a precision_plan.json; auto's tolerance and calibration batch.
   std::string precision = "auto";
-  double precision_tol = 0.02;
+  double precision_tol = 0.05;  // of the whole plan (groups), or of each product alone (each)
   int64_t precision_calib_tokens = 128;
+  int64_t precision_calib_passes = 16;  // the group search's pass budget (CalibrationOptions::max_passes)
   std::string precision_search = "groups";  // or "each" (calibrate_precision's two searches)
   std::string plan_cache;                   // folder of calibrated plans; "" default, "off" (plan_cache.h)
   // Checkpoints and resume.
