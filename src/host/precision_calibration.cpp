@@ -86,23 +86,32 @@ nlohmann::json sensitivity_json(const ProductSensitivity& s) {
 
 Batch calibration_batch(const std::vector<Example>& examples, const std::vector<int64_t>& order, int64_t max_tokens) {
   if (max_tokens < 2) fail("--precision-calib-tokens " + std::to_string(max_tokens), "must be at least 2");
+  // Examples are cut to the budget keeping their start; when that leaves no supervised token
+  // (long prompts, short completions: a LaMP user's data), keeping their end instead.
   std::vector<Example> picked;
-  int64_t total = 0;
-  for (int64_t i : order) {
-    if (total >= max_tokens) break;
-    if (i < 0 || i >= static_cast<int64_t>(examples.size())) fail("calibration batch", "example index out of range");
-    Example e = examples[static_cast<size_t>(i)];
-    const int64_t room = max_tokens - total;
-    if (static_cast<int64_t>(e.tokens.size()) > room) {
-      e.tokens.resize(static_cast<size_t>(room));
-      e.supervised.resize(static_cast<size_t>(room));
+  for (const bool keep_end : {false, true}) {
+    int64_t total = 0;
+    for (int64_t i : order) {
+      if (total >= max_tokens) break;
+      if (i < 0 || i >= static_cast<int64_t>(examples.size())) fail("calibration batch", "example index out of range");
+      Example e = examples[static_cast<size_t>(i)];
+      const int64_t room = max_tokens - total;
+      const int64_t cut = static_cast<int64_t>(e.tokens.size()) - room;
+      if (cut > 0 && keep_end) {
+        e.tokens.erase(e.tokens.begin(), e.tokens.begin() + cut);
+        e.supervised.erase(e.supervised.begin(), e.supervised.begin() + cut);
+      } else if (cut > 0) {
+        e.tokens.resize(static_cast<size_t>(room));
+        e.supervised.resize(static_cast<size_t>(room));
+      }
+      // A label needs a supervised token after position 0 of the (cut) sequence.
+      bool any = false;
+      for (size_t t = 1; t < e.supervised.size(); ++t) any |= e.supervised[t] != 0;
+      if (!any) continue;
+      total += static_cast<int64_t>(e.tokens.size());
+      picked.push_back(std::move(e));
     }
-    // A label needs a supervised token after position 0 of the (cut) sequence.
-    bool any = false;
-    for (size_t t = 1; t < e.supervised.size(); ++t) any |= e.supervised[t] != 0;
-    if (!any) continue;
-    total += static_cast<int64_t>(e.tokens.size());
-    picked.push_back(std::move(e));
+    if (!picked.empty()) break;
   }
   if (picked.empty())
     fail("calibration batch", "no supervised token fits in the first " + std::to_string(max_tokens) + " tokens of the data",

@@ -54,6 +54,51 @@ std::optional<PrecisionPlan> cached_plan(const Trainer& trainer, const TrainingJ
   return plan;
 }
 
+// Calibrates (auto without a cached plan), prints the outcome and caches the plan. auto is
+// the default: a run that f32 can train must not fail for want of a measure, so a calibration
+// that cannot be made (no supervised token in reach, a non-deterministic step) gives f32 with
+// a warning saying why.
+PrecisionPlan calibrate(Trainer& trainer, const TrainingJobOptions& o, int64_t n_layer, TrainingJobOutput& out) {
+  // (How many passes depends on the engine's cheaper modes: the progress and the summary say.)
+  out.line(strformat("precision: calibrating on %lld tokens, tolerance %g", static_cast<long long>(o.precision_calib_tokens),
+                     o.precision_tol));
+  CalibrationOptions co;
+  co.tol = o.precision_tol;
+  co.max_passes = o.precision_calib_passes;
+  co.search = parse_search(o.precision_search);
+  // The group search's first trial changes the first product already, so a recording of the
+  // reference pass serves little; kept small, so that calibration stays within the memory a
+  // run plans for.
+  co.replay_bytes = co.search == CalibrationSearch::Groups ? size_t{32} << 20 : size_t{512} << 20;
+  co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
+  CalibrationResult r;
+  try {
+    r = trainer.calibrate_precision(co, o.precision_calib_tokens);
+  } catch (const Error& e) {
+    out.warning(std::string("precision calibration failed, training in f32: ") + e.what());
+    PrecisionPlan plan = PrecisionPlan::uniform(n_layer, Precision::F32);
+    plan.origin = "auto";
+    plan.calibration = {{"failed", e.what()}};
+    return plan;
+  }
+  const std::string what =
+      co.search == CalibrationSearch::Groups
+          ? strformat("the plan moves the adapter gradients by %.2f%% (cosine %.5f), tolerance %g%s", 100.0 * r.plan_rel_err,
+                      r.plan_cosine, o.precision_tol,
+                      r.pass_budget_spent ? "; pass budget spent: products not reached stay f32" : "")
+          : strformat("%lld products measured alone, tolerance %g each", static_cast<long long>(r.measured.size()),
+                      o.precision_tol);
+  out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s; %s (%lld engine products replayed from the "
+                     "reference pass, %lld computed)",
+                     static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds, what.c_str(),
+                     static_cast<long long>(r.replayed_products), static_cast<long long>(r.computed_products)));
+  if (const std::string dir = plan_cache_dir(o.plan_cache); !dir.empty()) {
+    const std::string why = store_cached_plan(dir, plan_key(trainer, o), r.plan);
+    if (!why.empty()) out.warning("precision plan not cached: " + why);
+  }
+  return std::move(r.plan);
+}
+
 }  // namespace
 
 void check_precision_options(const TrainingJobOptions& o) {
@@ -104,30 +149,7 @@ PrecisionPlan setup_precision(Trainer& trainer, const TrainingJobOptions& o, con
   } else if (o.precision == "auto" && (cached = cached_plan(trainer, o, n_layer, out))) {
     plan = std::move(*cached);
   } else if (o.precision == "auto") {
-    // (How many passes depends on the engine's cheaper modes: the progress and the summary say.)
-    out.line(strformat("precision: calibrating on %lld tokens, tolerance %g",
-                       static_cast<long long>(o.precision_calib_tokens), o.precision_tol));
-    CalibrationOptions co;
-    co.tol = o.precision_tol;
-    co.max_passes = o.precision_calib_passes;
-    co.search = parse_search(o.precision_search);
-    co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
-    CalibrationResult r = trainer.calibrate_precision(co, o.precision_calib_tokens);
-    std::string what = co.search == CalibrationSearch::Groups
-                           ? strformat("the plan moves the adapter gradients by %.2f%% (cosine %.5f), tolerance %g%s",
-                                       100.0 * r.plan_rel_err, r.plan_cosine, o.precision_tol,
-                                       r.pass_budget_spent ? "; pass budget spent: products not reached stay f32" : "")
-                           : strformat("%lld products measured alone, tolerance %g each",
-                                       static_cast<long long>(r.measured.size()), o.precision_tol);
-    out.line(strformat("calibration: %lld passes on %lld tokens in %.2f s; %s (%lld engine products replayed from the "
-                       "reference pass, %lld computed)",
-                       static_cast<long long>(r.passes), static_cast<long long>(r.tokens), r.seconds, what.c_str(),
-                       static_cast<long long>(r.replayed_products), static_cast<long long>(r.computed_products)));
-    plan = std::move(r.plan);
-    if (const std::string dir = plan_cache_dir(o.plan_cache); !dir.empty()) {
-      const std::string why = store_cached_plan(dir, plan_key(trainer, o), plan);
-      if (!why.empty()) out.warning("precision plan not cached: " + why);
-    }
+    plan = calibrate(trainer, o, n_layer, out);
   } else if (is_forced_mode(o.precision)) {
     plan = PrecisionPlan::uniform(n_layer, parse_precision(o.precision));
   } else {

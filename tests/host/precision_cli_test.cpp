@@ -84,8 +84,8 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
   EXPECT_EQ(plan.calibration["search"], "groups");
   EXPECT_EQ(plan.calibration["group_trials"].get<size_t>() + 2, plan.calibration["passes"].get<size_t>());
   ASSERT_TRUE(plan.calibration["plan_error"].is_object());
-  EXPECT_LE(plan.calibration["plan_error"]["rel_err"].get<double>(), 0.02);
-  EXPECT_EQ(plan.calibration["tol"], 0.02);
+  EXPECT_LE(plan.calibration["plan_error"]["rel_err"].get<double>(), 0.05);
+  EXPECT_EQ(plan.calibration["tol"], 0.05);
   auto stored = checkpoint_plan(td / "auto");
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->modes, plan.modes);

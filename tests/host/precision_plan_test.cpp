@@ -393,6 +393,18 @@ TEST(PrecisionCalibration, CalibrationBatchCutsToTheTokenBudget) {
   EXPECT_EQ(b.n_seqs(), 2);
   EXPECT_THROW(nl::calibration_batch(ex, {1}, 15), nl::Error);
   EXPECT_THROW(nl::calibration_batch(ex, {0}, 1), nl::Error);
+
+  // Long prompts with their completions past the budget (a LaMP user's data): the ends are
+  // kept instead, so calibration still has supervised tokens.
+  std::vector<nl::Example> lamp(2);
+  for (nl::Example& e : lamp) {
+    e.tokens.assign(300, 5);
+    e.supervised.assign(300, 0);
+    e.supervised[298] = e.supervised[299] = 1;
+  }
+  const nl::Batch tail = nl::calibration_batch(lamp, {0, 1}, 128);
+  EXPECT_EQ(tail.n_tokens(), 128);
+  EXPECT_GT(tail.n_supervised(), 0);
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
                                       const LoraAdapter& adapter, const CalibrationOptions& opt);
 
 // The calibration batch: examples of `examples` in the given order, packed until `max_tokens`
-// (the last one cut to fit, keeping its start); examples with no supervised token left after
-// the cut are skipped. Throws nl::Error when no supervised token fits.
+// (the last one cut to fit, keeping its start, or its end when no example's start has a
+// supervised token); examples with no supervised token left after the cut are skipped. Throws nl::Error when no supervised token fits.
 Batch calibration_batch(const std::vector<Example>& examples, const std::vector<int64_t>& order, int64_t max_tokens);
 
 }  // namespace nl
