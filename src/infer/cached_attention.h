@@ -1,0 +1,45 @@
+// Causal grouped-query attention of new query rows over a KV cache, and the cache's f16
+// row conversions. The cache holds, per layer, keys (after RoPE) and values of every cached
+// position: positions x kv_dim elements, f16 or f32 (KvType). One task is one query token
+// and one KV head: its group's query heads share each key and value row, which is read
+// (and, for f16, converted) once per task.
+#pragma once
+#include <cstdint>
+
+#include "nightlora/infer/decoder.h"
+
+namespace nl::infer {
+
+struct CachedAttention {
+  const float* q;      // T x (n_head * hd), after RoPE
+  int64_t T;           // new query rows, at positions n_past .. n_past + T - 1
+  int64_t n_past;      // cached positions before them (the cache holds n_past + T)
+  int64_t n_head, n_kv, hd;
+  float scale;         // 1 / sqrt(hd)
+  KvType type;
+  const void* k;       // the layer's keys: (n_past + T) x (n_kv * hd), f16 bits or floats
+  const void* v;       // its values, the same
+  float* out;          // T x (n_head * hd)
+};
+
+// Floats of scratch one task needs (scores of the group's heads over the keys, a row).
+inline int64_t cached_attention_scratch(int64_t n_head, int64_t n_kv, int64_t n_keys, int64_t hd) {
+  return (n_head / n_kv) * n_keys + hd;
+}
+
+// The kernels for this CPU: AVX2 + F16C + FMA on x86-64 where present, else portable code
+// on GCC's vectors (NEON's conversions on arm64). Results are deterministic per machine.
+struct AttentionKernels {
+  const char* isa;
+  // Query token t, KV head kvh of `a` into a.out; scratch: cached_attention_scratch floats.
+  void (*task)(const CachedAttention& a, int64_t t, int64_t kvh, float* scratch);
+  // n floats to f16 bits (round to nearest even, as nl::f32_to_fp16) and back.
+  void (*to_halves)(const float* x, int64_t n, uint16_t* h);
+  void (*from_halves)(const uint16_t* h, int64_t n, float* x);
+};
+const AttentionKernels& attention_kernels();
+const AttentionKernels& attention_kernels_portable();
+// nullptr without AVX2 + F16C + FMA (build or CPU).
+const AttentionKernels* attention_kernels_avx2();
+
+}  // namespace nl::infer

@@ -1,0 +1,119 @@
+// The attention kernels of cached_attention.h, compiled once portably (cached_attention.cpp)
+// and once under an AVX2 + F16C + FMA target pragma (cached_attention_avx2.cpp). The
+// including file defines NL_ATTN_F16C (1: F16C conversions) before including this; every
+// function has internal linkage, so each compilation is its own set.
+#pragma once
+#include <cmath>
+#include <cstring>
+
+#include "cached_attention.h"
+#include "host/vec4.h"
+#include "nightlora/util/half.h"
+
+#if NL_ATTN_F16C
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace nl::infer {
+namespace {
+
+// flatten: everything a kernel calls (vec4.h's inline functions included) is inlined into
+// it, so each compilation uses its own instructions, never another one's out-of-line copy.
+#define NL_ATTN_KERNEL __attribute__((flatten))
+
+using vec4::f8;
+using vec4::load8;
+using vec4::store8;
+
+NL_ATTN_KERNEL void to_halves_impl(const float* x, int64_t n, uint16_t* h) {
+  int64_t i = 0;
+#if NL_ATTN_F16C
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__aarch64__)
+  for (; i + 4 <= n; i += 4) vst1_u16(h + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+#endif
+  for (; i < n; ++i) h[i] = f32_to_fp16(x[i]);
+}
+
+NL_ATTN_KERNEL void from_halves_impl(const uint16_t* h, int64_t n, float* x) {
+  int64_t i = 0;
+#if NL_ATTN_F16C
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#elif defined(__aarch64__)
+  for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + i))));
+#endif
+  for (; i < n; ++i) x[i] = fp16_to_f32(h[i]);
+}
+
+// Row `pos` of a cache (positions x ld elements), columns [c0, c0 + n), as floats: in place
+// for an f32 cache, converted into buf for an f16 one.
+inline const float* cache_row(KvType type, const void* base, int64_t pos, int64_t ld, int64_t c0, int64_t n,
+                              float* buf) {
+  if (type == KvType::F32) return static_cast<const float*>(base) + pos * ld + c0;
+  from_halves_impl(static_cast<const uint16_t*>(base) + pos * ld + c0, n, buf);
+  return buf;
+}
+
+inline float dot_row(const float* a, const float* b, int64_t n) {
+  f8 s0 = {}, s1 = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 += load8(a + i) * load8(b + i);
+    s1 += load8(a + i + 8) * load8(b + i + 8);
+  }
+  for (; i + 8 <= n; i += 8) s0 += load8(a + i) * load8(b + i);
+  float s = vec4::sum(vec4::halves_sum(s0 + s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y += p * x over n floats.
+inline void axpy_row(float p, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(y + i, load8(y + i) + p * load8(x + i));
+  for (; i < n; ++i) y[i] += p * x[i];
+}
+
+// exp(s - mx) in place over n scores; returns their sum.
+inline float exp_shifted(float* s, int64_t n, float mx) {
+  f8 acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const f8 e = vec4::exp(load8(s + i) - mx);
+    store8(s + i, e);
+    acc += e;
+  }
+  float sum = vec4::sum(vec4::halves_sum(acc));
+  for (; i < n; ++i) sum += s[i] = std::exp(s[i] - mx);
+  return sum;
+}
+
+NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t, int64_t kvh, float* scratch) {
+  const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
+  const int64_t n_keys = a.n_past + t + 1;
+  float* scores = scratch;                 // group x n_keys
+  float* row = scratch + group * n_keys;   // one converted key or value row
+  const float* q = a.q + t * qd + kvh * group * hd;
+  for (int64_t s = 0; s < n_keys; ++s) {
+    const float* k = cache_row(a.type, a.k, s, kvd, kvh * hd, hd, row);
+    for (int64_t g = 0; g < group; ++g) scores[g * n_keys + s] = dot_row(q + g * hd, k, hd) * a.scale;
+  }
+  float inv_sum[64];  // group <= 64 (checked by the decoder)
+  for (int64_t g = 0; g < group; ++g) {
+    float* sg = scores + g * n_keys;
+    inv_sum[g] = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+  }
+  float* out = a.out + t * qd + kvh * group * hd;
+  std::memset(out, 0, static_cast<size_t>(group * hd) * sizeof(float));
+  for (int64_t s = 0; s < n_keys; ++s) {
+    const float* v = cache_row(a.type, a.v, s, kvd, kvh * hd, hd, row);
+    for (int64_t g = 0; g < group; ++g) axpy_row(scores[g * n_keys + s] * inv_sum[g], v, out + g * hd, hd);
+  }
+}
+
+}  // namespace
+}  // namespace nl::infer
