@@ -47,6 +47,7 @@
 #include "backends.h"
 #include "kernels.h"
 #include "kernels_int8.h"
+#include "kernels_matvec.h"
 #include "range_guard.h"
 #include "tile_layout.h"
 #include "nightlora/engine/reference_products.h"
@@ -85,6 +86,12 @@ constexpr int64_t kForwardBandTasks = 5;
 // once per band): measured as above, llama-3.2-1b gate/up at 512 tokens 88 -> 82-83 ms, the
 // others within 3%; 8 ranges were no better.
 constexpr int64_t kGradBandRanges = 4;
+// Int8 forward products of at most this many tokens on Q4_0/Q8_0 tiles run through the
+// matrix-vector kernels (kernels_matvec.h: each tile read once, no panels packed), the
+// others through the panels. Same bits either way (the int8 definition).
+constexpr int64_t kMatvecMaxTokens = 4;
+// Row groups per matrix-vector task at least (a task is a few microseconds of work).
+constexpr int64_t kMatvecMinGroups = 4;
 
 // Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
 // matrix next to megabytes of weights.
@@ -536,6 +543,7 @@ class CpuEngine final : public FrozenEngine {
   CpuEngine(const Model& model, const EngineOptions& opt)
       : kernels_(engine::select_kernels(opt.isa)),
         int8_(engine::int8_kernels_for(kernels_.isa)),
+        matvec_(engine::matvec_kernels_for(kernels_.isa)),
         f16_(engine::f16_kernels_for(kernels_.isa)),
         pool_(opt.threads) {
     const ModelConfig& cfg = model.config;
@@ -817,6 +825,14 @@ class CpuEngine final : public FrozenEngine {
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
       const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
+      if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
+        const int64_t per = std::max(kMatvecMinGroups, ceil_div(n_groups, 4 * static_cast<int64_t>(pool_.size())));
+        pool_.parallel_for(ceil_div(n_groups, per), [&](int64_t i) {
+          matvec_.int8_tiles(m.tiles, i * per, std::min(n_groups, (i + 1) * per), x8_.q.data(), x8_.d.data(),
+                             x8_.sum.data(), T, job.out, m.rows);
+        });
+        return;
+      }
       const int64_t n_tblocks = ceil_div(T, kInt8TokensPerTask);
       pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
         const int64_t g = i / n_tblocks * 2, tb = i % n_tblocks;
@@ -846,6 +862,7 @@ class CpuEngine final : public FrozenEngine {
 
   const engine::PanelKernels& kernels_;
   const engine::Int8Kernels& int8_;
+  const engine::MatvecKernels& matvec_;
   const engine::F16Kernels& f16_;
   ThreadPool pool_;
   std::vector<WorkerScratch> scratch_;  // one per pool thread, by worker index

@@ -1,0 +1,141 @@
+// The AVX2 matrix-vector kernels (kernels_matvec.h), compiled twice: by
+// kernels_matvec_avx2.cpp for AVX2 + FMA + F16C (NL_MATVEC_VNNI 0: vpmaddubsw, vpmaddwd)
+// and by kernels_matvec_avx2_vnni.cpp with AVX-VNNI (NL_MATVEC_VNNI 1: vpdpbusd). The
+// including file sets the target pragma; everything here has internal linkage.
+//
+// One row group (8 rows) at a time, every block of it: a Q4_0 tile is 8 scales and 8 rows
+// of 16 bytes, so one 32-byte load holds two rows, whose low and high nibbles (columns 0-15
+// and 16-31 of each) multiply the token's activations broadcast per half; a Q8_0 tile's
+// rows are one 32-byte load each (signed x signed by the sign trick: |w| x sign(x, w)).
+// The per-row integer sums are reduced across lanes with vphaddd into one vector of the 8
+// rows, so the scale step is the definition's, lane by lane: acc = fma(float(isum),
+// dw * dx, acc). Q4_0's unsigned nibbles u give sum u x - 8 sum x (sum x from the quantizer).
+// Up to 4 tokens share each tile's loads and nibble unpacking.
+#pragma once
+#include <immintrin.h>
+
+#include "kernels_matvec.h"
+
+#ifndef NL_MATVEC_VNNI
+#error "define NL_MATVEC_VNNI (0 or 1) and the target pragma before including kernels_matvec_avx2_body.h"
+#endif
+
+namespace nl::engine {
+namespace {
+
+// Sums of 4 products of unsigned bytes u and signed bytes s per int32 lane, added to acc.
+inline __m256i dot_u8s8(__m256i acc, __m256i u, __m256i s) {
+#if NL_MATVEC_VNNI
+  return _mm256_dpbusd_avx_epi32(acc, u, s);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+// Four vectors of [row 2k: 4 partial sums | row 2k+1: 4 partial sums] to the 8 row sums.
+inline __m256i reduce_row_pairs(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));  // r0 r2 r4 r6 | r1 r3 r5 r7
+  return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Eight vectors of one row's 8 partial sums each to the 8 row sums.
+inline __m256i reduce_rows(const __m256i v[8]) {
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));  // r0-3 | r0-3
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));  // r4-7 | r4-7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+inline __m256 tile_scales(const uint8_t* tile) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
+}
+
+template <int NT>
+void q4_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, const int32_t* sum, float* Y,
+                int64_t ldy) {
+  const int64_t nb = m.n_blocks();
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const uint8_t* tile = m.tile(g, 0);  // a full group's tiles follow one another
+  for (int64_t b = 0; b < nb; ++b, tile += 8 * 18) {
+    const __m256 dw = tile_scales(tile);
+    __m256i lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 16 + 32 * k));
+      lo[k] = _mm256_and_si256(v, low4);
+      hi[k] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const int8_t* x = q + (t * nb + b) * 32;
+      const __m256i xlo = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+      const __m256i xhi = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 16)));
+      __m256i s[4];
+#if NL_MATVEC_VNNI
+      for (int k = 0; k < 4; ++k) s[k] = dot_u8s8(dot_u8s8(_mm256_setzero_si256(), lo[k], xlo), hi[k], xhi);
+#else
+      // |u x| <= 15 x 128, so the two halves' pair sums add up in int16 before widening.
+      for (int k = 0; k < 4; ++k)
+        s[k] = _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_maddubs_epi16(lo[k], xlo), _mm256_maddubs_epi16(hi[k], xhi)),
+            _mm256_set1_epi16(1));
+#endif
+      const __m256i isum =
+          _mm256_sub_epi32(reduce_row_pairs(s[0], s[1], s[2], s[3]), _mm256_set1_epi32(8 * sum[t * nb + b]));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * nb + b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(Y + t * ldy + g * 8, acc[t]);
+}
+
+template <int NT>
+void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, float* Y, int64_t ldy) {
+  const int64_t nb = m.n_blocks();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const uint8_t* tile = m.tile(g, 0);
+  for (int64_t b = 0; b < nb; ++b, tile += 8 * 34) {
+    const __m256 dw = tile_scales(tile);
+    __m256i w[8], aw[8];
+    for (int i = 0; i < 8; ++i) {
+      w[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + 16 + 32 * i));
+      aw[i] = _mm256_abs_epi8(w[i]);
+    }
+    for (int t = 0; t < NT; ++t) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + (t * nb + b) * 32));
+      __m256i s[8];
+      for (int i = 0; i < 8; ++i) s[i] = dot_u8s8(_mm256_setzero_si256(), aw[i], _mm256_sign_epi8(x, w[i]));
+      const __m256i isum = reduce_rows(s);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * nb + b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm256_storeu_ps(Y + t * ldy + g * 8, acc[t]);
+}
+
+template <int NT>
+void full_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, const int32_t* sum, float* Y,
+                int64_t ldy) {
+  if (m.type == QType::Q4_0) q4_0_group<NT>(m, g, q, d, sum, Y, ldy);
+  else q8_0_group<NT>(m, g, q, d, Y, ldy);
+}
+
+void int8_tiles_avx2(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t* q, const float* d,
+                     const int32_t* sum, int64_t nt, float* Y, int64_t ldy) {
+  const int64_t nb = m.n_blocks();
+  for (int64_t g = g0; g < g1; ++g) {
+    if (m.group_rows(g) < 8) {  // a partial last group: its tiles hold fewer rows
+      matvec_int8_group_scalar(m, g, q, d, nt, Y, ldy);
+      continue;
+    }
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) full_group<4>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy);
+    switch (nt - t) {
+      case 3: full_group<3>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
+      case 2: full_group<2>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
+      case 1: full_group<1>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nl::engine
