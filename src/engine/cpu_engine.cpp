@@ -90,8 +90,10 @@ constexpr int64_t kGradBandRanges = 4;
 // matrix-vector kernels (kernels_matvec.h: each tile read once, no panels packed), the
 // others through the panels. Same bits either way (the int8 definition).
 constexpr int64_t kMatvecMaxTokens = 4;
-// Row groups per matrix-vector task at least (a task is a few microseconds of work).
-constexpr int64_t kMatvecMinGroups = 4;
+// Weight bytes per matrix-vector task at least: waking a pool thread costs 15-35 us on the
+// development VM, about what one thread takes to stream 128 KiB of tiles, so a smaller
+// matrix (a 0.5B model's k and v: 64 KiB) runs on the calling thread alone.
+constexpr int64_t kMatvecMinTaskBytes = 128 << 10;
 
 // Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
 // matrix next to megabytes of weights.
@@ -826,7 +828,9 @@ class CpuEngine final : public FrozenEngine {
       });
       const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
       if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
-        const int64_t per = std::max(kMatvecMinGroups, ceil_div(n_groups, 4 * static_cast<int64_t>(pool_.size())));
+        const int64_t group_bytes = static_cast<int64_t>(m.tiles.bytes.size()) / n_groups;
+        const int64_t per = std::max(ceil_div(kMatvecMinTaskBytes, group_bytes),
+                                     ceil_div(n_groups, 4 * static_cast<int64_t>(pool_.size())));
         pool_.parallel_for(ceil_div(n_groups, per), [&](int64_t i) {
           matvec_.int8_tiles(m.tiles, i * per, std::min(n_groups, (i + 1) * per), x8_.q.data(), x8_.d.data(),
                              x8_.sum.data(), T, job.out, m.rows);

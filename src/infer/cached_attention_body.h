@@ -3,6 +3,7 @@
 // including file defines NL_ATTN_F16C (1: F16C conversions) before including this; every
 // function has internal linkage, so each compilation is its own set.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -92,26 +93,36 @@ inline float exp_shifted(float* s, int64_t n, float mx) {
   return sum;
 }
 
-NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t, int64_t kvh, float* scratch) {
+NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
+                                        float* scratch) {
   const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
-  const int64_t n_keys = a.n_past + t + 1;
-  float* scores = scratch;                 // group x n_keys
-  float* row = scratch + group * n_keys;   // one converted key or value row
-  const float* q = a.q + t * qd + kvh * group * hd;
-  for (int64_t s = 0; s < n_keys; ++s) {
+  const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // query t sees keys [0, n_past + t]
+  // scores of query i, head g at scores + (i * group + g) * max_keys
+  float* scores = scratch;
+  float* row = scratch + nq * group * max_keys;  // one converted key or value row
+  for (int64_t s = 0; s < max_keys; ++s) {
     const float* k = cache_row(a.type, a.k, s, kvd, kvh * hd, hd, row);
-    for (int64_t g = 0; g < group; ++g) scores[g * n_keys + s] = dot_row(q + g * hd, k, hd) * a.scale;
+    for (int64_t i = std::max<int64_t>(0, s - a.n_past - t0); i < nq; ++i) {  // the queries that see key s
+      const float* q = a.q + (t0 + i) * qd + kvh * group * hd;
+      for (int64_t g = 0; g < group; ++g) scores[(i * group + g) * max_keys + s] = dot_row(q + g * hd, k, hd) * a.scale;
+    }
   }
-  float inv_sum[64];  // group <= 64 (checked by the decoder)
-  for (int64_t g = 0; g < group; ++g) {
-    float* sg = scores + g * n_keys;
-    inv_sum[g] = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+  float inv_sum[kMaxQueryBlock * 64];  // nq <= kMaxQueryBlock, group <= 64 (checked by the decoder)
+  for (int64_t i = 0; i < nq; ++i) {
+    const int64_t n_keys = a.n_past + t0 + i + 1;
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores + (i * group + g) * max_keys;
+      inv_sum[i * group + g] = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+    }
+    std::memset(a.out + (t0 + i) * qd + kvh * group * hd, 0, static_cast<size_t>(group * hd) * sizeof(float));
   }
-  float* out = a.out + t * qd + kvh * group * hd;
-  std::memset(out, 0, static_cast<size_t>(group * hd) * sizeof(float));
-  for (int64_t s = 0; s < n_keys; ++s) {
+  for (int64_t s = 0; s < max_keys; ++s) {
     const float* v = cache_row(a.type, a.v, s, kvd, kvh * hd, hd, row);
-    for (int64_t g = 0; g < group; ++g) axpy_row(scores[g * n_keys + s] * inv_sum[g], v, out + g * hd, hd);
+    for (int64_t i = std::max<int64_t>(0, s - a.n_past - t0); i < nq; ++i) {
+      float* out = a.out + (t0 + i) * qd + kvh * group * hd;
+      for (int64_t g = 0; g < group; ++g)
+        axpy_row(scores[(i * group + g) * max_keys + s] * inv_sum[i * group + g], v, out + g * hd, hd);
+    }
   }
 }
 

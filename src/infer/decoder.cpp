@@ -250,8 +250,11 @@ struct Decoder::Impl {
                                    att.data()};
     const int64_t scratch = infer::cached_attention_scratch(c.n_head, c.n_kv_head, n_past + T, c.head_dim);
     for (auto& s : attn_scratch) grow(s, scratch);
-    pool.parallel_for(T * c.n_kv_head, [&](int64_t i, int worker) {
-      attn.task(a, i / c.n_kv_head, i % c.n_kv_head, attn_scratch[static_cast<size_t>(worker)].data());
+    const int64_t n_blocks = (T + infer::kMaxQueryBlock - 1) / infer::kMaxQueryBlock;
+    pool.parallel_for(n_blocks * c.n_kv_head, [&](int64_t i, int worker) {
+      const int64_t t0 = i / c.n_kv_head * infer::kMaxQueryBlock;
+      attn.task(a, t0, std::min(T, t0 + infer::kMaxQueryBlock), i % c.n_kv_head,
+                attn_scratch[static_cast<size_t>(worker)].data());
     });
   }
 
