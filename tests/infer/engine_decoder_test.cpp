@@ -50,8 +50,8 @@ struct ModelCase {
 
 // The tiny synthetic presets, written once per test program into a temporary folder.
 const fs::path& synth_dir() {
-  static TempDir* dir = new TempDir();  // lives for the whole program
-  return dir->path;
+  static const TempDir dir;  // removed when the program ends
+  return dir.path;
 }
 
 fs::path synth(const std::string& preset, nl::QType type) {
