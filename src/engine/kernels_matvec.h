@@ -14,6 +14,11 @@
 //
 // Sets: scalar (the loops of the definition), AVX2 (vpmaddubsw / vpmaddwd), AVX-VNNI
 // (vpdpbusd), NEON (widening vmull_s8 + vpadalq_s16 on the ARMv8.0 baseline).
+//
+// The AVX2 sets also run f32-mode products of a few tokens (f32_tiles): each tile is
+// dequantized straight into its transposed form (8 rows per column vector, by a byte
+// transpose), with the panel dequantizer's arithmetic, and consumed from L1 by FMA chains,
+// four row groups at a time (four independent chains).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +34,13 @@ struct MatvecKernels {
   // quant sums at d + t*blocks and sum + t*blocks (blocks = m.n_blocks()).
   void (*int8_tiles)(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t* q, const float* d,
                      const int32_t* sum, int64_t nt, float* Y, int64_t ldy);
+  // The f32 mode's forward, bit-identical to this ISA's panel kernel (kernels.h): Y[t*ldy + r]
+  // for the rows of row groups [g0, g1) (whole groups of 8 rows) and tokens t < nt (X's row
+  // t at X + t*ldx), each output one FMA chain over the columns in order from +0, as the
+  // AVX2 forward computes it. nullptr in sets whose f32 forward has another summation order
+  // (scalar: the reference's; NEON: lane-split dot products): those keep the panel path.
+  void (*f32_tiles)(const TiledMatrix& m, int64_t g0, int64_t g1, const float* X, int64_t ldx, int64_t nt, float* Y,
+                    int64_t ldy);
 };
 
 const MatvecKernels& matvec_kernels_scalar();

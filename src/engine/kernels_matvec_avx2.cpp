@@ -13,7 +13,7 @@ namespace nl::engine {
 const MatvecKernels* matvec_kernels_avx2() {
   static const bool cpu_has_it =
       __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  static const MatvecKernels k{"avx2", int8_tiles_avx2};
+  static const MatvecKernels k{"avx2", int8_tiles_avx2, f32_tiles_avx2};
   return cpu_has_it ? &k : nullptr;
 }
 

@@ -14,6 +14,8 @@
 #pragma once
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels_matvec.h"
 
 #ifndef NL_MATVEC_VNNI
@@ -134,6 +136,93 @@ void int8_tiles_avx2(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t*
       case 1: full_group<1>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
       default: break;
     }
+  }
+}
+
+// ---- f32 mode -------------------------------------------------------------------------
+
+// The 8 rows' bytes of a tile's 16-byte row slices (at p, p + stride, ...) transposed:
+// out[k] holds byte columns 2k (low 8 bytes) and 2k + 1 (high 8 bytes), rows 0-7 each.
+inline void transpose_bytes_8x16(const uint8_t* p, int64_t stride, __m128i out[8]) {
+  __m128i r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * stride));
+  __m128i a[8], e[8];
+  for (int i = 0; i < 4; ++i) {  // row pairs: columns 0-7 and 8-15
+    a[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // rows 0-3 (h = 0) and 4-5-6-7 (h = 1): 4 columns per vector
+    for (int c = 0; c < 2; ++c) {
+      e[4 * h + 2 * c] = _mm_unpacklo_epi16(a[4 * h + c], a[4 * h + 2 + c]);
+      e[4 * h + 2 * c + 1] = _mm_unpackhi_epi16(a[4 * h + c], a[4 * h + 2 + c]);
+    }
+  for (int k = 0; k < 4; ++k) {  // e[k]: rows 0-3 of columns 4k..4k+3; e[4 + k]: rows 4-7
+    out[2 * k] = _mm_unpacklo_epi32(e[k], e[4 + k]);
+    out[2 * k + 1] = _mm_unpackhi_epi32(e[k], e[4 + k]);
+  }
+}
+
+// Tile (g, b) of a Q4_0/Q8_0 matrix as 32 column vectors of its 8 rows, float(q) * d each
+// (the panel dequantizer's single multiply), at T[32 * 8].
+inline void dequantize_tile_transposed(const TiledMatrix& m, const uint8_t* tile, float* T) {
+  const __m256 d = tile_scales(tile);
+  __m128i cols[8];
+  if (m.type == QType::Q4_0) {
+    transpose_bytes_8x16(tile + 16, 16, cols);
+    const __m256i low4 = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
+    for (int k = 0; k < 8; ++k)
+      for (int half = 0; half < 2; ++half) {
+        const int c = 2 * k + half;
+        const __m256i u = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(cols[k], 8) : cols[k]);
+        const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(u, low4), eight);
+        const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(u, 4), eight);
+        _mm256_store_ps(T + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+        _mm256_store_ps(T + 8 * (c + 16), _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+      }
+  } else {
+    for (int part = 0; part < 2; ++part) {  // columns 0-15, then 16-31
+      transpose_bytes_8x16(tile + 16 + 16 * part, 32, cols);
+      for (int k = 0; k < 8; ++k)
+        for (int half = 0; half < 2; ++half) {
+          const int c = 16 * part + 2 * k + half;
+          const __m256i q = _mm256_cvtepi8_epi32(half ? _mm_srli_si128(cols[k], 8) : cols[k]);
+          _mm256_store_ps(T + 8 * c, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+  }
+}
+
+// Row groups [g, g + NG) (whole groups), tokens t < nt: the chains of NG groups run side by
+// side, so the FMA latency is hidden by independent chains.
+template <int NG>
+void f32_groups(const TiledMatrix& m, int64_t g, const float* X, int64_t ldx, int64_t nt, float* Y, int64_t ldy) {
+  const int64_t nb = m.n_blocks();
+  const size_t tile_bytes = 8 * m.block_bytes;
+  alignas(32) float T[NG][32 * 8];
+  __m256 acc[4][NG];
+  for (int64_t t = 0; t < nt; ++t)
+    for (int j = 0; j < NG; ++j) acc[t][j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int j = 0; j < NG; ++j) dequantize_tile_transposed(m, m.tile(g + j, 0) + b * tile_bytes, T[j]);
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* x = X + t * ldx + b * 32;
+      for (int c = 0; c < 32; ++c) {
+        const __m256 xb = _mm256_broadcast_ss(x + c);
+        for (int j = 0; j < NG; ++j) acc[t][j] = _mm256_fmadd_ps(xb, _mm256_load_ps(T[j] + 8 * c), acc[t][j]);
+      }
+    }
+  }
+  for (int64_t t = 0; t < nt; ++t)
+    for (int j = 0; j < NG; ++j) _mm256_storeu_ps(Y + t * ldy + (g + j) * 8, acc[t][j]);
+}
+
+void f32_tiles_avx2(const TiledMatrix& m, int64_t g0, int64_t g1, const float* X, int64_t ldx, int64_t nt, float* Y,
+                    int64_t ldy) {
+  for (int64_t t0 = 0; t0 < nt; t0 += 4) {
+    const int64_t n = std::min<int64_t>(4, nt - t0);
+    int64_t g = g0;
+    for (; g + 4 <= g1; g += 4) f32_groups<4>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+    for (; g < g1; ++g) f32_groups<1>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
   }
 }
 

@@ -22,7 +22,7 @@ const MatvecKernels* matvec_kernels_avx2_vnni() {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
            __builtin_cpu_supports("avxvnni");
   }();
-  static const MatvecKernels k{"avx2-vnni", int8_tiles_avx2};
+  static const MatvecKernels k{"avx2-vnni", int8_tiles_avx2, f32_tiles_avx2};
   return cpu_has_it ? &k : nullptr;
 }
 

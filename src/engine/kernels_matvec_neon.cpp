@@ -64,7 +64,7 @@ void int8_tiles_neon(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t*
 }  // namespace
 
 const MatvecKernels* matvec_kernels_neon() {
-  static const MatvecKernels k{"neon", int8_tiles_neon};
+  static const MatvecKernels k{"neon", int8_tiles_neon, nullptr};
   return &k;
 }
 

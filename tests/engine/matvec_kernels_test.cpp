@@ -4,8 +4,8 @@
 //    definition (precision_reference.h) bit for bit, for 1 to 6 tokens, with full and
 //    partial row groups;
 //  - through the engine, a product of T <= 4 tokens (the matrix-vector route) gives the
-//    same bits as the panel route, so a token decoded alone gets the logits it gets inside
-//    a prompt (prefill and decode agree), for 1, 2 and 3 threads.
+//    same bits as the panel route, in int8, f32 and f16 mode, so a token decoded alone gets
+//    the logits it gets inside a prompt (prefill and decode agree), for 1, 2 and 3 threads.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -118,30 +118,35 @@ struct OneShapeModel {
 };
 
 TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
-  for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 43, 96}}) {
+  // 136 rows: 17 row groups (the f32 kernel's blocks of 4 groups and a single one); 43 rows:
+  // a partial group (int8 only: f32 keeps the panels there).
+  for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96}}) {
     OneShapeModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
     const std::vector<float> X = nltest::random_vec(static_cast<size_t>(T * s.cols), 21);
-    std::vector<float> want(static_cast<size_t>(T * s.rows));
-    nl::engine::reference_forward_precision(mm.m.view, X.data(), T, want.data(), Precision::Int8);
-    for (const std::string isa : {"scalar", "auto"})
-      for (int threads : {1, 2, 3}) {
-        nl::EngineOptions o;
-        o.threads = threads;
-        o.isa = isa;
-        auto e = nl::make_engine(mm.model, o);
-        const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
-        std::vector<float> block(want.size(), NAN);
-        e->forward(h, X.data(), T, block.data(), Precision::Int8);  // the panel route
-        EXPECT_EQ(block, want) << name(s) << ", " << e->isa() << ", " << threads << " threads, block of " << T;
-        for (int64_t n = 1; n <= 5; ++n)  // 1-4 tokens: the matrix-vector route; 5: panels again
-          for (int64_t t0 = 0; t0 + n <= T; t0 += 13) {
-            std::vector<float> few(static_cast<size_t>(n * s.rows), NAN);
-            e->forward(h, X.data() + t0 * s.cols, n, few.data(), Precision::Int8);
-            EXPECT_TRUE(std::equal(few.begin(), few.end(), want.begin() + t0 * s.rows))
-                << name(s) << ", " << e->isa() << ", " << threads << " threads, tokens " << t0 << ".." << t0 + n - 1;
-          }
-      }
+    std::vector<float> int8_ref(static_cast<size_t>(T * s.rows));
+    nl::engine::reference_forward_precision(mm.m.view, X.data(), T, int8_ref.data(), Precision::Int8);
+    for (const Precision p : {Precision::Int8, Precision::F32, Precision::F16})
+      for (const std::string isa : {"scalar", "auto"})
+        for (int threads : {1, 2, 3}) {
+          nl::EngineOptions o;
+          o.threads = threads;
+          o.isa = isa;
+          auto e = nl::make_engine(mm.model, o);
+          const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
+          const std::string what = name(s) + ", " + nl::precision_name(p) + ", " + e->isa() + ", " +
+                                   std::to_string(threads) + " threads";
+          std::vector<float> block(int8_ref.size(), NAN);
+          e->forward(h, X.data(), T, block.data(), p);  // the panel route: the mode's definition on this ISA
+          if (p == Precision::Int8) EXPECT_EQ(block, int8_ref) << what << ", block of " << T;
+          for (int64_t n = 1; n <= 5; ++n)  // 1-4 tokens: the matrix-vector route; 5: panels again
+            for (int64_t t0 = 0; t0 + n <= T; t0 += 13) {
+              std::vector<float> few(static_cast<size_t>(n * s.rows), NAN);
+              e->forward(h, X.data() + t0 * s.cols, n, few.data(), p);
+              EXPECT_TRUE(std::equal(few.begin(), few.end(), block.begin() + t0 * s.rows))
+                  << what << ", tokens " << t0 << ".." << t0 + n - 1;
+            }
+        }
   }
 }
 
