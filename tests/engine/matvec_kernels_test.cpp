@@ -139,6 +139,15 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
           std::vector<float> block(int8_ref.size(), NAN);
           e->forward(h, X.data(), T, block.data(), p);  // the panel route: the mode's definition on this ISA
           if (p == Precision::Int8) EXPECT_EQ(block, int8_ref) << what << ", block of " << T;
+          // Every set's f32 kernel directly (the plain AVX2 one too, which the engine does not
+          // pick on an AVX-VNNI CPU), against the panel route of the same ISA.
+          if (p == Precision::F32 && isa == "auto" && threads == 1 && s.rows % 8 == 0)
+            for (const MatvecKernels* k : matvec_sets()) {
+              if (!k->f32_tiles || std::string(k->isa).rfind(e->isa(), 0) != 0) continue;
+              std::vector<float> got(static_cast<size_t>(3 * s.rows), NAN);
+              k->f32_tiles(mm.m.tiles, 0, s.rows / 8, X.data() + 5 * s.cols, s.cols, 3, got.data(), s.rows);
+              EXPECT_TRUE(std::equal(got.begin(), got.end(), block.begin() + 5 * s.rows)) << what << ", set " << k->isa;
+            }
           for (int64_t n = 1; n <= 5; ++n)  // 1-4 tokens: the matrix-vector route; 5: panels again
             for (int64_t t0 = 0; t0 + n <= T; t0 += 13) {
               std::vector<float> few(static_cast<size_t>(n * s.rows), NAN);
