@@ -766,7 +766,9 @@ class CpuEngine final : public FrozenEngine {
     // the set has one with the panel kernels' summation order (AVX2).
     if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && int8_native(m) &&
         m.rows % kTileRows == 0) {
-      for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) { matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows); });
+      for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
+        matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
+      });
       return;
     }
     if (kind == Job::Forward) {
@@ -847,13 +849,13 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
-      const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
       if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
           matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);
         });
         return;
       }
+      const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
       const int64_t n_tblocks = ceil_div(T, kInt8TokensPerTask);
       pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
         const int64_t g = i / n_tblocks * 2, tb = i % n_tblocks;
