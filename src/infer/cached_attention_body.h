@@ -67,7 +67,8 @@ inline float dot_row(const float* a, const float* b, int64_t n) {
     s1 += load8(a + i + 8) * load8(b + i + 8);
   }
   for (; i + 8 <= n; i += 8) s0 += load8(a + i) * load8(b + i);
-  float s = vec4::sum(vec4::halves_sum(s0 + s1));
+  const f8 v = s0 + s1;  // (lanes summed in place: an f8 passed by value changes the ABI without AVX)
+  float s = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -88,7 +89,7 @@ inline float exp_shifted(float* s, int64_t n, float mx) {
     store8(s + i, e);
     acc += e;
   }
-  float sum = vec4::sum(vec4::halves_sum(acc));
+  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
   for (; i < n; ++i) sum += s[i] = std::exp(s[i] - mx);
   return sum;
 }
