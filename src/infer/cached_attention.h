@@ -27,9 +27,9 @@ struct CachedAttention {
   float* out;          // T x (n_head * hd)
 };
 
-// Floats of scratch one task needs (scores of its queries' heads over the keys, a row).
+// Floats of scratch one task needs (scores of its queries' heads over the keys, 8 rows).
 inline int64_t cached_attention_scratch(int64_t n_head, int64_t n_kv, int64_t n_keys, int64_t hd) {
-  return kMaxQueryBlock * (n_head / n_kv) * n_keys + hd;
+  return kMaxQueryBlock * (n_head / n_kv) * n_keys + 8 * hd;
 }
 
 // The kernels for this CPU: AVX2 + F16C + FMA on x86-64 where present, else portable code
