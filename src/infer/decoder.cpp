@@ -125,7 +125,8 @@ struct Decoder::Impl {
       for (int p = 0; p < kNumProj; ++p)
         check(engine.handle(l, static_cast<Proj>(p)), model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p)),
               "layer " + std::to_string(l) + " " + proj_name(static_cast<Proj>(p)));
-    check(engine.output_handle(), model.weights.output, "the output head");
+    const TensorView& head = model.weights.output.present() ? model.weights.output : model.weights.tok_embd;
+    check(engine.output_handle(), head, "the output head");
   }
 
   void reserve(int64_t positions) {
