@@ -162,9 +162,37 @@ inline void transpose_bytes_8x16(const uint8_t* p, int64_t stride, __m128i out[8
   }
 }
 
-// Tile (g, b) of a Q4_0/Q8_0 matrix as 32 column vectors of its 8 rows, float(q) * d each
-// (the panel dequantizer's single multiply), at T[32 * 8].
+// 8 rows of 8 halves (at p, p + stride, ...) transposed: out[c] holds column c's 8 rows.
+inline void transpose_halves_8x8(const uint8_t* p, int64_t stride, __m128i out[8]) {
+  __m128i r[8], a[8], e[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * stride));
+  for (int i = 0; i < 4; ++i) {  // row pairs: columns 0-3 and 4-7
+    a[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // rows 0-3 (h = 0), 4-7 (h = 1): 2 columns per vector
+    for (int c = 0; c < 2; ++c) {
+      e[4 * h + 2 * c] = _mm_unpacklo_epi32(a[4 * h + c], a[4 * h + 2 + c]);
+      e[4 * h + 2 * c + 1] = _mm_unpackhi_epi32(a[4 * h + c], a[4 * h + 2 + c]);
+    }
+  for (int k = 0; k < 4; ++k) {  // e[k]: rows 0-3 of columns 2k, 2k+1; e[4 + k]: rows 4-7
+    out[2 * k] = _mm_unpacklo_epi64(e[k], e[4 + k]);
+    out[2 * k + 1] = _mm_unpackhi_epi64(e[k], e[4 + k]);
+  }
+}
+
+// Tile (g, b) of a Q4_0, Q8_0 or F16 matrix as 32 column vectors of its 8 rows at
+// T[32 * 8], with the panel dequantizer's arithmetic: float(q) * d (one multiply) for the
+// legacy types, the exact conversion of each half for F16.
 inline void dequantize_tile_transposed(const TiledMatrix& m, const uint8_t* tile, float* T) {
+  if (m.type == QType::F16) {  // 8 rows of 32 halves
+    __m128i cols[8];
+    for (int part = 0; part < 4; ++part) {
+      transpose_halves_8x8(tile + 16 * part, 64, cols);
+      for (int c = 0; c < 8; ++c) _mm256_store_ps(T + 8 * (8 * part + c), _mm256_cvtph_ps(cols[c]));
+    }
+    return;
+  }
   const __m256 d = tile_scales(tile);
   __m128i cols[8];
   if (m.type == QType::Q4_0) {

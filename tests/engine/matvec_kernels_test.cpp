@@ -119,8 +119,9 @@ struct OneShapeModel {
 
 TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
   // 136 rows: 17 row groups (the f32 kernel's blocks of 4 groups and a single one); 43 rows:
-  // a partial group (int8 only: f32 keeps the panels there).
-  for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96}}) {
+  // a partial group (int8 only: f32 keeps the panels there); F16 tiles (f32 and f16 modes).
+  for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96},
+                         Shape{QType::F16, 40, 160}}) {  // F16: the f32 kernel only (int8 keeps the panels)
     OneShapeModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
     const std::vector<float> X = nltest::random_vec(static_cast<size_t>(T * s.cols), 21);
