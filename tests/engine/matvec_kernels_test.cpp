@@ -144,7 +144,8 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
           // pick on an AVX-VNNI CPU), against the panel route of the same ISA.
           if (p == Precision::F32 && isa == "auto" && threads == 1 && s.rows % 8 == 0)
             for (const MatvecKernels* k : matvec_sets()) {
-              if (!k->f32_tiles || std::string(k->isa).rfind(e->isa(), 0) != 0) continue;
+              // (the AVX2 sets' f32 kernel keeps the AVX2 panel forward's order)
+              if (!k->f32_tiles || e->isa().rfind("avx2", 0) != 0) continue;
               std::vector<float> got(static_cast<size_t>(3 * s.rows), NAN);
               k->f32_tiles(mm.m.tiles, 0, s.rows / 8, X.data() + 5 * s.cols, s.cols, 3, got.data(), s.rows);
               EXPECT_TRUE(std::equal(got.begin(), got.end(), block.begin() + 5 * s.rows)) << what << ", set " << k->isa;
