@@ -46,7 +46,7 @@ struct MatvecKernels {
 const MatvecKernels& matvec_kernels_scalar();
 // nullptr without AVX2 + FMA + F16C (build or CPU).
 const MatvecKernels* matvec_kernels_avx2();
-// nullptr without AVX-VNNI (build or CPU) or with NL_INT8_VNNI=0.
+// nullptr without AVX-VNNI (build or CPU) or with NL_INT8_VNNI=0 or =avx2.
 const MatvecKernels* matvec_kernels_avx2_vnni();
 // nullptr off aarch64.
 const MatvecKernels* matvec_kernels_neon();

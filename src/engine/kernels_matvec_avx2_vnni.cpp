@@ -1,5 +1,6 @@
 // The AVX-VNNI matrix-vector kernels (kernels_matvec_avx2_body.h with vpdpbusd): handed out
-// only when the CPU has AVX-VNNI, and not with NL_INT8_VNNI=0 (as the int8 panel kernels).
+// only when the CPU has AVX-VNNI, and not with NL_INT8_VNNI=0 or =avx2 (as the int8 panel
+// kernels).
 #include "kernels_matvec.h"
 
 #if defined(__x86_64__)
@@ -17,7 +18,7 @@ namespace nl::engine {
 const MatvecKernels* matvec_kernels_avx2_vnni() {
   static const bool cpu_has_it = [] {
     const char* off = std::getenv("NL_INT8_VNNI");
-    if (off && std::string(off) == "0") return false;
+    if (off && (std::string(off) == "0" || std::string(off) == "avx2")) return false;  // plain AVX2 asked for
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
            __builtin_cpu_supports("avxvnni");
