@@ -762,10 +762,9 @@ class CpuEngine final : public FrozenEngine {
   }
 
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
-    // A few tokens on Q4_0/Q8_0/F16 tiles of whole row groups: the matrix-vector kernels,
-    // where the set has one with the panel kernels' summation order (AVX2).
-    if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && m.rows % kTileRows == 0 &&
-        (int8_native(m) || (m.tiled() && m.type == QType::F16))) {
+    // A few tokens on tiles of whole row groups: the matrix-vector kernels, where the set
+    // has one with the panel kernels' summation order (AVX2).
+    if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0) {
       for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
         matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
       });

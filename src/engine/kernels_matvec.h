@@ -34,7 +34,7 @@ struct MatvecKernels {
   // quant sums at d + t*blocks and sum + t*blocks (blocks = m.n_blocks()).
   void (*int8_tiles)(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t* q, const float* d,
                      const int32_t* sum, int64_t nt, float* Y, int64_t ldy);
-  // The f32 mode's forward on Q4_0, Q8_0 or F16 tiles, bit-identical to this ISA's panel
+  // The f32 mode's forward on tiles (any tiled type), bit-identical to this ISA's panel
   // kernel (kernels.h): Y[t*ldy + r] for the rows of row groups [g0, g1) (whole groups of 8 rows) and tokens t < nt (X's row
   // t at X + t*ldx), each output one FMA chain over the columns in order from +0, as the
   // AVX2 forward computes it. nullptr in sets whose f32 forward has another summation order

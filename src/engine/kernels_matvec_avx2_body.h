@@ -16,6 +16,7 @@
 
 #include <algorithm>
 
+#include "kernels.h"
 #include "kernels_matvec.h"
 
 #ifndef NL_MATVEC_VNNI
@@ -244,13 +245,70 @@ void f32_groups(const TiledMatrix& m, int64_t g, const float* X, int64_t ldx, in
     for (int j = 0; j < NG; ++j) _mm256_storeu_ps(Y + t * ldy + (g + j) * 8, acc[t][j]);
 }
 
+inline void transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20), r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20), r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31), r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31), r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// Other tiled types (the K-quants): row groups [g, g + NG), tokens t < nt, through the panel
+// dequantizer itself (`deq`: the AVX2 set's, the very values the panel forward uses) 256
+// columns at a time, each 8 x 256 panel transposed to 256 column vectors in L1.
+template <int NG>
+void f32_groups_dequantized(const TiledMatrix& m, DequantizeTilesFn deq, int64_t g, const float* X, int64_t ldx,
+                            int64_t nt, float* Y, int64_t ldy) {
+  constexpr int64_t kChunk = 256;
+  alignas(32) float P[8 * kChunk];
+  alignas(32) float T[NG][kChunk * 8];
+  __m256 acc[4][NG];
+  for (int64_t t = 0; t < nt; ++t)
+    for (int j = 0; j < NG; ++j) acc[t][j] = _mm256_setzero_ps();
+  for (int64_t c0 = 0; c0 < m.cols; c0 += kChunk) {
+    const int64_t n = std::min(kChunk, m.cols - c0);  // a multiple of the tile's columns
+    for (int j = 0; j < NG; ++j) {
+      deq(m, g + j, c0, c0 + n, P, n);
+      for (int64_t c = 0; c < n; c += 8) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_load_ps(P + i * n + c);
+        transpose8(r);
+        for (int i = 0; i < 8; ++i) _mm256_store_ps(T[j] + 8 * (c + i), r[i]);
+      }
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* x = X + t * ldx + c0;
+      for (int64_t c = 0; c < n; ++c) {
+        const __m256 xb = _mm256_broadcast_ss(x + c);
+        for (int j = 0; j < NG; ++j) acc[t][j] = _mm256_fmadd_ps(xb, _mm256_load_ps(T[j] + 8 * c), acc[t][j]);
+      }
+    }
+  }
+  for (int64_t t = 0; t < nt; ++t)
+    for (int j = 0; j < NG; ++j) _mm256_storeu_ps(Y + t * ldy + (g + j) * 8, acc[t][j]);
+}
+
 void f32_tiles_avx2(const TiledMatrix& m, int64_t g0, int64_t g1, const float* X, int64_t ldx, int64_t nt, float* Y,
                     int64_t ldy) {
+  const bool direct = m.type == QType::Q4_0 || m.type == QType::Q8_0 || m.type == QType::F16;
+  const DequantizeTilesFn deq = direct ? nullptr : avx2_kernels()->dequantize_tiles;
   for (int64_t t0 = 0; t0 < nt; t0 += 4) {
     const int64_t n = std::min<int64_t>(4, nt - t0);
     int64_t g = g0;
-    for (; g + 4 <= g1; g += 4) f32_groups<4>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
-    for (; g < g1; ++g) f32_groups<1>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+    if (direct) {
+      for (; g + 4 <= g1; g += 4) f32_groups<4>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+      for (; g < g1; ++g) f32_groups<1>(m, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+    } else {
+      for (; g + 2 <= g1; g += 2) f32_groups_dequantized<2>(m, deq, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+      for (; g < g1; ++g) f32_groups_dequantized<1>(m, deq, g, X + t0 * ldx, ldx, n, Y + t0 * ldy, ldy);
+    }
   }
 }
 

@@ -119,9 +119,11 @@ struct OneShapeModel {
 
 TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
   // 136 rows: 17 row groups (the f32 kernel's blocks of 4 groups and a single one); 43 rows:
-  // a partial group (int8 only: f32 keeps the panels there); F16 tiles (f32 and f16 modes).
+  // a partial group (int8 only: f32 keeps the panels there); F16 tiles (transposed directly)
+  // and K-quant tiles (through the panel dequantizer), f32 and f16 modes.
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96},
-                         Shape{QType::F16, 40, 160}}) {  // F16: the f32 kernel only (int8 keeps the panels)
+                         Shape{QType::F16, 40, 160}, Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}}) {
+    // (F16, Q4_K, Q6_K: the f32 kernel only; int8 keeps the panels for them)
     OneShapeModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
     const std::vector<float> X = nltest::random_vec(static_cast<size_t>(T * s.cols), 21);
