@@ -94,6 +94,39 @@ TEST(TagScoring, MatchesFullForwardWithAnAdapter) {
             nl::score_lamp2_tags(plain, *model->tokenizer, prompt).logprob);
 }
 
+// One scorer over many prompts (the cache kept between them, as lamp2-eval runs) gives the
+// same bits as a fresh decoder per prompt, and really reuses the shared instruction.
+TEST(TagScoring, CacheKeptAcrossPromptsChangesNoScore) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  const std::vector<std::string> prompts = {
+      nl::lamp2_prompt("a happy story about a dog"),
+      nl::lamp2_prompt("a sad story about a cat"),
+      nl::lamp2_prompt("a sad story about a cat"),  // the same prompt again: all of it is cached
+      nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}}),  // retrieval first
+      nl::lamp2_prompt("a little story about a robot"),
+  };
+  nl::Decoder kept(*model, two_threads());
+  nl::CompletionScorer scorer(kept, tok);
+  for (const std::string& p : prompts) {
+    const nl::CompletionScores a = scorer.score_lamp2_tags(p);
+    nl::Decoder fresh(*model, two_threads());
+    const nl::CompletionScores b = nl::score_lamp2_tags(fresh, tok, p);
+    EXPECT_EQ(a.logprob, b.logprob) << p;  // bit for bit
+    EXPECT_EQ(a.n_tokens, b.n_tokens);
+    EXPECT_EQ(a.best, b.best);
+  }
+  // The four instruction-first prompts share well over 100 tokens with the one before.
+  EXPECT_GT(scorer.tokens_reused(), 300) << "the cache was not reused";
+  // forget() drops the cache: the whole prompt runs again.
+  const int64_t run_before = scorer.tokens_run();
+  scorer.forget();
+  scorer.score_lamp2_tags(prompts[0]);
+  EXPECT_GE(scorer.tokens_run() - run_before,
+            static_cast<int64_t>(tok.encode(prompts[0], tok.add_bos_default(), true).size()));
+}
+
 TEST(TagScoring, CompletionThatAddsNothingIsAnError) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
