@@ -28,6 +28,14 @@ Lamp2EvalResult evaluate_lamp2(const Model& model, const LoraAdapter* adapter, c
 
   DecoderOptions dopt;
   dopt.threads = opt.threads;
+  // ==== PRECISION: the one place it reaches the decoder. ===================================
+  // Today's Decoder computes in f32 only. Once DecoderOptions has `precision` and `kv_type`
+  // (branch inferengine), set dopt.precision = opt.precision here, and dopt.kv_type = F32 for
+  // F32 (so f32 mode keeps today's scores exactly; KvType::F16 with Int8).
+  if (opt.precision != Precision::F32)
+    fail("--precision", std::string("this build's decoder has no ") + precision_name(opt.precision) + " mode",
+         "use f32");
+  // ========================================================================================
   Decoder decoder(model, dopt);
   decoder.set_adapter(adapter);
   const Tokenizer& tok = *model.tokenizer;
