@@ -24,7 +24,7 @@ struct EvalArgs {
   std::string model, data, train_on = "completion", long_examples = "truncate", precision = "f32";
   std::vector<std::string> adapters;
   int64_t seq_len = 512;
-  int64_t batch_tokens = 2048;
+  int64_t batch_tokens = 512;
   int threads = 0;
   bool json = false;
 };
