@@ -104,24 +104,50 @@ CompletionScores CompletionScorer::score(const std::string& prompt, const std::v
   tokens_run_ += static_cast<int64_t>(shared - keep);
   const LogSoftmaxRow prefix_row(prefix_logits);
 
-  const size_t model_vocab = static_cast<size_t>(decoder_.model().config.vocab);
-  for (const Candidate& cand : cands) {
-    decoder_.truncate(static_cast<int64_t>(shared));
-    const std::span<const int32_t> rest(cand.tokens.data() + shared, cand.tokens.size() - shared);
-    // Logits predicting token t (t >= shared): row t-1-shared of `rows`, or the prefix's own
-    // logits for t == shared. The last token's logits are never needed, so it is not run.
-    std::vector<float> rows;
-    if (rest.size() > 1) {
-      rows = decoder_.forward(rest.first(rest.size() - 1), /*all_logits=*/true);
-      tokens_run_ += static_cast<int64_t>(rest.size() - 1);
+  // The continuations (a candidate's tokens after the shared prefix, but its last, whose
+  // logits nothing reads) form a tree: candidates that begin alike share their first tokens
+  // (" dark comedy" and " dystopia" may share " d"). They are visited in lexicographic order;
+  // the cache holds the shared prefix plus `path`, the previous visit's continuation, whose
+  // logits rows are kept, and each candidate runs only what it does not share with it.
+  const size_t V = static_cast<size_t>(decoder_.model().config.vocab);
+  auto run_part = [&](size_t c) {
+    const Candidate& cand = cands[c];
+    return std::span<const int32_t>(cand.tokens.data() + shared, cand.tokens.size() - shared - 1);
+  };
+  std::vector<size_t> order(cands.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    const std::span<const int32_t> a = run_part(x), b = run_part(y);
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+  });
+  std::vector<int32_t> path;
+  std::vector<float> path_rows;  // row i: the logits after path[i], predicting the token after it
+  out.logprob.assign(cands.size(), 0.0);
+  out.n_tokens.assign(cands.size(), 0);
+  for (size_t c : order) {
+    const Candidate& cand = cands[c];
+    const std::span<const int32_t> run = run_part(c);
+    size_t common = 0;
+    while (common < path.size() && common < run.size() && path[common] == run[common]) ++common;
+    if (common < path.size()) {
+      decoder_.truncate(static_cast<int64_t>(shared + common));
+      path.resize(common);
+      path_rows.resize(common * V);
     }
+    if (run.size() > common) {
+      const std::vector<float> rows = decoder_.forward(run.subspan(common), /*all_logits=*/true);
+      tokens_run_ += static_cast<int64_t>(run.size() - common);
+      path.insert(path.end(), run.begin() + static_cast<std::ptrdiff_t>(common), run.end());
+      path_rows.insert(path_rows.end(), rows.begin(), rows.end());
+    }
+    // Token t (t >= shared) is predicted by the prefix's logits for t == shared, else by the
+    // row of path token t-1-shared.
     double lp = 0;
     for (size_t t = cand.start; t < cand.tokens.size(); ++t)
       lp += t == shared ? prefix_row.at(cand.tokens[t])
-                        : LogSoftmaxRow(std::span<const float>(rows.data() + (t - 1 - shared) * model_vocab, model_vocab))
-                              .at(cand.tokens[t]);
-    out.logprob.push_back(lp);
-    out.n_tokens.push_back(static_cast<int>(cand.tokens.size() - cand.start));
+                        : LogSoftmaxRow(std::span<const float>(path_rows.data() + (t - 1 - shared) * V, V)).at(cand.tokens[t]);
+    out.logprob[c] = lp;
+    out.n_tokens[c] = static_cast<int>(cand.tokens.size() - cand.start);
   }
   decoder_.truncate(static_cast<int64_t>(shared));  // the cache holds the shared prefix again
   out.best = 0;

@@ -127,6 +127,32 @@ TEST(TagScoring, CacheKeptAcrossPromptsChangesNoScore) {
             static_cast<int64_t>(tok.encode(prompts[0], tok.add_bos_default(), true).size()));
 }
 
+// Tags that begin with the same tokens share their forwards (visited as a tree): each tag's
+// score is still the very number it gets scored alone, and fewer tokens run than one
+// continuation per tag.
+TEST(TagScoring, SharedTagBeginningsChangeNoScore) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  nl::Decoder dec(*model, two_threads());
+  for (const std::string& prompt : {nl::lamp2_prompt("a happy story about a dog"),
+                                    nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}})}) {
+    nl::CompletionScorer scorer(dec, tok);
+    const nl::CompletionScores all = scorer.score_lamp2_tags(prompt);
+    int64_t one_each = 0;  // continuation tokens without sharing: every tag's but its last
+    for (size_t i = 0; i < 15; ++i) {
+      nl::Decoder alone_dec(*model, two_threads());
+      const nl::CompletionScores alone =
+          nl::score_completions(alone_dec, tok, prompt, {nl::lamp2_completion(nl::lamp2_tags()[i])});
+      EXPECT_EQ(all.logprob[i], alone.logprob[0]) << nl::lamp2_tags()[i];  // bit for bit
+      EXPECT_EQ(all.n_tokens[i], alone.n_tokens[0]);
+      one_each += all.n_tokens[i] - 1;
+    }
+    const int64_t prompt_tokens = static_cast<int64_t>(tok.encode(prompt, tok.add_bos_default(), true).size());
+    EXPECT_LT(scorer.tokens_run(), prompt_tokens + one_each) << "no continuation token was shared";
+  }
+}
+
 TEST(TagScoring, CompletionThatAddsNothingIsAnError) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   std::unique_ptr<nl::Model> model = nl::Model::load(path.string());

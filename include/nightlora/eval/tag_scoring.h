@@ -12,7 +12,8 @@
 // The prompt is run once and the decoder's cache rewound to it for each candidate
 // (Decoder::truncate), so scoring 15 tags costs one prompt plus the continuations of the
 // tags of more than one token (a tag's first token is scored from the prompt's own logits;
-// its last token is never run). A CompletionScorer also keeps the cache between prompts:
+// its last token is never run; tags that begin with the same tokens run them once, visited
+// as a tree). A CompletionScorer also keeps the cache between prompts:
 // LaMP-2 prompts without retrieval share the instruction (about 200 tokens), which is then
 // run once for all questions. Rewinding changes no number: every position's logits are
 // those of one forward of prompt + completion (tested).
