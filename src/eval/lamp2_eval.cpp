@@ -28,9 +28,22 @@ Lamp2EvalResult evaluate_lamp2(const Model& model, const LoraAdapter* adapter, c
 
   DecoderOptions dopt;
   dopt.threads = opt.threads;
+  // ==== PRECISION: the one place it reaches the decoder. ===================================
+  // Today's Decoder computes in f32 only. Once DecoderOptions has `precision` and `kv_type`
+  // (branch inferengine), set dopt.precision = opt.precision here, and dopt.kv_type = F32 for
+  // F32 (the exact path: tag log-probabilities within 2e-4 of today's on the LaMP-2
+  // experiment, same predictions) and KvType::F16 with Int8. Without this, the engine
+  // decoder's default (int8) would run while f32 is asked for.
+  if (opt.precision != Precision::F32)
+    fail("--precision", std::string("this build's decoder has no ") + precision_name(opt.precision) + " mode",
+         "use f32");
+  // ========================================================================================
   Decoder decoder(model, dopt);
   decoder.set_adapter(adapter);
   const Tokenizer& tok = *model.tokenizer;
+  // Score mode keeps the decoder's cache between questions: prompts without retrieval share
+  // LaMP's instruction, which then runs once (tag_scoring.h).
+  CompletionScorer scorer(decoder, tok);
 
   Lamp2EvalResult r;
   r.mode = opt.mode;
@@ -46,7 +59,7 @@ Lamp2EvalResult evaluate_lamp2(const Model& model, const LoraAdapter* adapter, c
     item.user_id = q.user_id;
     item.gold = golds[i];
     if (opt.mode == Lamp2Mode::Score) {
-      const CompletionScores s = score_lamp2_tags(decoder, tok, prompt);
+      const CompletionScores s = scorer.score_lamp2_tags(prompt);
       item.predicted = s.best;
       item.output = lamp2_tags()[static_cast<size_t>(s.best)];
       item.tag_logprob = s.logprob;
