@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed short reps first (16 prompt tokens, 2 decoded)")->check(CLI::NonNegativeNumber);
   app.add_option("--prompt-ids-file", ids_in, "the prompt as token ids (instead of the text prompt)");
   app.add_option("--write-prompt-ids", ids_out, "write the prompt's token ids to this file");
-  app.add_option("--precision", precision, "the decoder's numeric mode (see the marked place in bench/infer.cpp)");
-  app.add_option("--kv-type", kv_type, "the KV cache's element type (see the marked place in bench/infer.cpp)");
+  app.add_option("--precision", precision, "the decoder's numeric mode: default (int8), f32, f16, int8");
+  app.add_option("--kv-type", kv_type, "the KV cache's element type: default (f16), f16, f32");
   CLI11_PARSE(app, argc, argv);
   try {
     const Clock::time_point t_load = Clock::now();
@@ -130,14 +130,9 @@ int main(int argc, char** argv) {
     nl::DecoderOptions dopt;
     dopt.threads = threads;
     dopt.max_context = static_cast<int64_t>(prompt.size()) + n_gen + 16;
-    // ==== PRECISION / KV TYPE: the one place they are passed to the decoder. =============
-    // Today's DecoderOptions has neither (the decoder computes in f32 with an f32 cache), so
-    // only "default" is accepted. After the inferengine branch is merged, map --precision
-    // onto DecoderOptions::precision and --kv-type onto DecoderOptions::kv_type here.
-    if (precision != "default" || kv_type != "default")
-      nl::fail("--precision/--kv-type", "this build's DecoderOptions has no precision or KV-cache type",
-               "leave both at 'default' (or wire them here once DecoderOptions has them)");
-    // ======================================================================================
+    // "default": the decoder's defaults (int8 products, f16 cache).
+    if (precision != "default") dopt.precision = nl::parse_precision(precision);
+    if (kv_type != "default") dopt.kv_type = nl::parse_kv_type(kv_type);
     nl::Decoder dec(*model, dopt);
     const double load_s = seconds_since(t_load);
 
