@@ -106,6 +106,9 @@ nlcli::Register reg_train(
                      "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit (less "
                      "recompute); refuse before training when even full recompute does not fit. Default: half of the "
                      "memory available now, a quarter with --background, the minimum under memory pressure");
+      sub.add_option("--keep-blocks", a->keep_blocks,
+                     "instead of a memory budget: blocks whose activations are kept (1: the least memory)")
+          ->check(CLI::PositiveNumber);
       sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
           ->capture_default_str();
       sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");

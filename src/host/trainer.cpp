@@ -61,6 +61,7 @@ struct Trainer::Impl {
     mr.n_adapter_params = adapter.n_params();
     mr.max_memory = c.max_memory;
     mr.budget_rule = c.max_memory_rule;
+    mr.keep_blocks = c.keep_blocks;
     memory = plan_step_memory(model, mr);
     EngineOptions eo;
     eo.threads = cfg.threads;

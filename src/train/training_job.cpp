@@ -221,8 +221,12 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   tc.threads = a.threads;
   tc.engine = a.engine;
   tc.host_threads = a.host_threads;
+  if (!a.max_memory.empty() && a.keep_blocks > 0)
+    fail("--keep-blocks", "cannot be combined with --max-memory", "give one of them");
   if (!a.max_memory.empty()) {
     tc.max_memory = parse_memory_size(a.max_memory);
+  } else if (a.keep_blocks > 0) {
+    tc.keep_blocks = a.keep_blocks;
   } else {
     const MemoryBudget budget = default_memory_budget(read_memory_state(), a.background);
     tc.max_memory = budget.bytes;

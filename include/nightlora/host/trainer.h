@@ -82,6 +82,7 @@ struct TrainConfig {
   // only the last block's. host_threads: see StepOptions (core sharing with the engine).
   size_t max_memory = 0;
   std::string max_memory_rule;  // non-empty: max_memory is a default budget (MemoryRequest::budget_rule)
+  int64_t keep_blocks = 1;      // with max_memory 0: blocks whose activations are kept
   int host_threads = 1;
   // first-order: backpropagation + AdamW. mezo: two forward passes per step at θ ± mezo_eps·z and
   // plain SGD (see mezo.h); it uses lr, the schedule, adamw.weight_decay and the data order as

@@ -49,6 +49,7 @@ struct TrainingJobOptions {
   std::string engine = "cpu";  // frozen-engine backend: cpu, vulkan or auto
   int host_threads = 1;        // host threads while engine products run (core sharing)
   std::string max_memory;      // memory budget of the step's plan ("": the default rule, memory_budget.h)
+  int64_t keep_blocks = 0;     // instead of a budget: blocks whose activations are kept (0: by the budget)
   std::string train_on = "completion";
   std::string chat_format;
   std::string long_examples = "truncate";  // truncate, skip or error (dataset.h)
