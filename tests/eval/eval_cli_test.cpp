@@ -32,7 +32,7 @@ TEST(EvalCli, EqualsTheTrainingLossOfTheSameExamples) {
   nltest::TempDir td;
   // One step over all 9 validation examples: its loss is the base model's on them.
   auto one = run_cli("train " + m + " --data " + shq((data / "valid.jsonl").string()) + " --out " +
-                     shq((td / "one").string()) + " --iters 1 --batch 9 --seq-len 128 --threads 2");
+                     shq((td / "one").string()) + " --iters 1 --batch 9 --seq-len 128 --threads 2 --precision f32");
   ASSERT_EQ(one.rc, 0) << one.err;
   const double step1 = nltest::read_jsonl(td / "one/log.jsonl", "train")[0]["loss"].get<double>();
   const double base = eval_loss(m + " --data " + shq((data / "valid.jsonl").string()));

@@ -63,7 +63,7 @@ TEST(TrainingJob, StopsAtAStepLimitAndContinuesToTheBytesOfAnUninterruptedRun) {
   EXPECT_EQ(whole.steps.size(), 6u);
   EXPECT_EQ(whole.steps.back().rfind("step 6/6", 0), 0u) << whole.steps.back();
   EXPECT_TRUE(whole.said("model: ")) << "no model line";
-  EXPECT_TRUE(whole.said("precision plan (f32)")) << "no plan table";
+  EXPECT_TRUE(whole.said("precision plan (auto)")) << "no plan table (auto is the default)";
   EXPECT_TRUE(whole.said("saved: ")) << "no saved line";
   for (const char* f : {"log.jsonl", "run.json", "precision_plan.json", "adapter.gguf", "adapter_model.safetensors"})
     EXPECT_TRUE(fs::exists(j.td / "whole" / f)) << f;
