@@ -1,7 +1,8 @@
-// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled three times: by
+// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled four times: by
 // kernels_int8_avx2.cpp for AVX2+FMA+F16C, by kernels_int8_avx2_vnni.cpp with AVX-VNNI
-// as well (NL_INT8_VNNI = 1) and by kernels_int8_avx2_vnni_emulated.cpp, the VNNI set with
-// vpdpbusd emulated (for tests). The including file sets the target pragma; everything here
+// as well (NL_INT8_VNNI = 1), by kernels_int8_avx512_vnni.cpp with AVX-512 VNNI instead
+// (NL_INT8_VNNI = NL_INT8_VNNI_EVEX = 1) and by kernels_int8_avx2_vnni_emulated.cpp, the
+// VNNI set with vpdpbusd emulated (for tests). The including file sets the target pragma; everything here
 // has internal linkage, so each compilation is its own set.
 //
 // The integer dot product, without VNNI, is vpmaddubsw (unsigned x signed bytes -> pairs
@@ -31,6 +32,12 @@
 #ifndef NL_INT8_VNNI_EMULATED
 #define NL_INT8_VNNI_EMULATED 0
 #endif
+// NL_INT8_VNNI_EVEX: vpdpbusd in its AVX-512 VNNI (EVEX) form, under a target pragma with
+// AVX512F/BW/VL/VNNI (kernels_int8_avx512_vnni.cpp); the compiler may then also use
+// ymm16-31 and EVEX forms of the other instructions. The same integers.
+#ifndef NL_INT8_VNNI_EVEX
+#define NL_INT8_VNNI_EVEX 0
+#endif
 
 // Without reassociation GCC keeps each token's int16 sums as the chains they are written as
 // instead of trees of all 32 products (fewer spills): the input gradient is 3-4% faster on
@@ -59,6 +66,8 @@ inline __m256i dpbusd(__m256i sums, __m256i u, __m256i s) {
   const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), u_odd = _mm256_srli_epi16(u, 8);
   const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
   return _mm256_add_epi32(sums, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+#elif NL_INT8_VNNI_EVEX
+  return _mm256_dpbusd_epi32(sums, u, s);
 #else
   return _mm256_dpbusd_avx_epi32(sums, u, s);
 #endif
