@@ -31,7 +31,11 @@ std::string cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line) && !line.empty())
-    if (line.rfind("flags", 0) == 0) return " " + line.substr(line.find(':') + 1) + " ";
+    if (line.rfind("flags", 0) == 0) {
+      std::string flags(1, ' ');
+      flags.append(line, line.find(':') + 1).push_back(' ');
+      return flags;
+    }
   return "";
 }
 
