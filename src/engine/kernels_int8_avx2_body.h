@@ -613,9 +613,12 @@ inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* 
 // once per 16 rows. The same integers and the same f32 chain per output as the 256-bit code.
 // 32 registers: NT = 8 tokens keep their 8 partial sums and 8 accumulators in registers.
 inline __m512i join_halves(const void* lo, const void* hi) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
-                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+  // (The masked forms with every lane selected, here and in to_float: the plain intrinsics
+  // pass an undefined vector that GCC 12 warns about, -Wmaybe-uninitialized.)
+  const __m512i a = _mm512_maskz_loadu_epi32(0x00FF, lo);  // lo's 32 bytes, the upper half zero
+  return _mm512_mask_inserti64x4(a, 0xFF, a, _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
 }
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(0xFFFF, v); }
 inline void keep_in_register(__m512i& v) { asm("" : "+v"(v)); }
 
 template <int NT, Int8Kind K>
@@ -651,7 +654,7 @@ inline void forward_tokens_pair512(const int8_t* q, const float* d, const int32_
     for (int t = 0; t < NT; ++t) {
       const __m512i offset = kSigned ? wsum : _mm512_set1_epi32(8 * sum[t * blocks + b]);
       const __m512i isum = _mm512_sub_epi32(part[t], offset);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(d[t * blocks + b])), acc[t]);
+      acc[t] = _mm512_fmadd_ps(to_float(isum), _mm512_mul_ps(dw, _mm512_set1_ps(d[t * blocks + b])), acc[t]);
     }
   }
   const __mmask16 rows = static_cast<__mmask16>(0xFFu | (((1u << nr1) - 1u) << 8));
@@ -873,7 +876,7 @@ inline void add_column_group_pair(const __m512i isum[NT], const __m512 ev[NT], i
     __m512 a = _mm512_setzero_ps();
     if constexpr (S == GradStart::InPlace) a = _mm512_maskz_loadu_ps(cols, d);
     if constexpr (S == GradStart::Apart) a = _mm512_maskz_loadu_ps(cols, A + t * lda + c0);
-    _mm512_mask_storeu_ps(d, cols, _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), ev[t], a));
+    _mm512_mask_storeu_ps(d, cols, _mm512_fmadd_ps(to_float(isum[t]), ev[t], a));
   }
 }
 

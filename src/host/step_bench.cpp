@@ -191,6 +191,7 @@ std::string step_bench_json(const StepBenchResult& r, const StepBenchOptions& op
                       {"targets", opt.targets},
                       {"loss", opt.completion_only ? "completion" : "all"},
                       {"threads", r.engine_threads},
+                      {"engine_isa", r.engine_isa},
                       {"host_threads", r.host_threads},
                       {"precision", opt.precision},
                       {"steps", static_cast<int64_t>(r.steps.size())},
