@@ -43,7 +43,9 @@ const Int8Kernels* int8_kernels_avx2_choice(const char* nl_int8_vnni) {
   if (!v.empty() && v != "auto" && v != "1")
     fail("NL_INT8_VNNI=" + v, "unknown int8 kernel set",
          "use auto (the default), 0 or avx2 (no VNNI), avx-vnni (VEX vpdpbusd) or avx512-vnni (EVEX vpdpbusd)");
-  // With both VNNI forms (Zen 5, Sapphire Rapids and later) the AVX-512 one: KSET_CHOICE
+  // With both VNNI forms (Zen 5, Sapphire Rapids and later) the AVX-512 one: on Zen 5 its
+  // 512-bit loops took 0.6-0.8x the AVX-VNNI set's time (median over 8 shapes per type,
+  // int8 products at 256 tokens, 2 threads, docs/performance/int8-types-2026-12-06-zen5.md).
   if (const Int8Kernels* k = int8_kernels_avx512_vnni()) return k;
   if (const Int8Kernels* k = int8_kernels_avx2_vnni()) return k;
   return int8_kernels_avx2_plain();
