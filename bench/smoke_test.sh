@@ -7,6 +7,8 @@
 #   bench/smoke_test.sh torch                        (PyTorch's side; exit 77, skipped, without torch)
 #   bench/smoke_test.sh tokenize NL_BENCH_TOKENIZE_LONG  (1 and 2 KiB lines through each real
 #                                                    tokenizer present; exit 77 without any)
+#   bench/smoke_test.sh infer NL_BENCH_INFER         (run_infer.sh's two sides, one rep each on
+#                                                    stories260K; exit 77 without it or node-llama-cpp)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mktemp -d)
@@ -59,5 +61,16 @@ case "${1:-}" in
     # tokenizers x 5 kinds of text x 2 sizes
     check "$out/tokenize.jsonl" $(( ${#toks[@]} / 2 * 5 * 2 )) bytes seconds cpu_seconds tokens s_per_mb
     ;;
-  *) echo "usage: bench/smoke_test.sh products NL_BENCH_PRODUCTS | torch | tokenize NL_BENCH_TOKENIZE_LONG" >&2; exit 2 ;;
+  infer)
+    model=${NL_SHARED:-$root/../shared}/models/stories260K/stories260K.gguf
+    [[ -f $model ]] || { echo "skipped: no $model"; exit 77; }
+    [[ -d $root/tools/js/node_modules/node-llama-cpp ]] && command -v node >/dev/null ||
+      { echo "skipped: no node-llama-cpp in tools/js (scripts/setup.sh installs it)"; exit 77; }
+    "$2" --model "$model" --prompt-tokens 32 -n 8 --threads 1 --reps 1 --write-prompt-ids "$out/ids" > "$out/ours.jsonl"
+    node "$root/tools/js/llama_bench_infer.mjs" --model "$model" --prompt-ids-file "$out/ids" -n 8 --threads 1 --reps 1 \
+      > "$out/llama.jsonl"
+    check "$out/ours.jsonl" 1 pp_tokens pp_s pp_tps tg_tokens tg_s tg_tps
+    check "$out/llama.jsonl" 1 pp_tokens pp_s pp_tps tg_tokens tg_s tg_tps
+    ;;
+  *) echo "usage: bench/smoke_test.sh products NL_BENCH_PRODUCTS | torch | tokenize NL_BENCH_TOKENIZE_LONG | infer NL_BENCH_INFER" >&2; exit 2 ;;
 esac

@@ -9,11 +9,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <cstdlib>
 #include <memory>
+
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "command.h"
 #include "nightlora/host/memory_plan.h"
+#include "nightlora/host/memory_budget.h"
+#include "peak_kernels.h"
 #include "nightlora/host/step_bench.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/modelio/synth.h"
@@ -24,10 +29,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
+}
+
 struct BenchStepArgs {
   std::string model, preset, type = "q4_0", loss = "all", max_memory, json;
+  double peak_seconds = 0.5;
   int64_t layers = 0;
-  nl::StepBenchOptions opt;
+  nl::StepBenchOptions opt = [] {
+    nl::StepBenchOptions o;
+    o.keep_blocks = 0;  // not given: the default memory budget decides
+    return o;
+  }();
 };
 
 // A folder removed when the command ends (the synthetic model lives there).
@@ -47,7 +62,14 @@ int run_bench_step(BenchStepArgs& a) {
   if (a.model.empty() == a.preset.empty())
     nl::fail("bench-step", "give exactly one of --model FILE and --preset NAME", "see nightlora bench-step --help");
   a.opt.completion_only = a.loss == "completion";
-  if (!a.max_memory.empty()) a.opt.max_memory = nl::parse_memory_size(a.max_memory);
+  if (!a.max_memory.empty()) {
+    a.opt.max_memory = nl::parse_memory_size(a.max_memory);
+  } else if (a.opt.keep_blocks == 0) {  // neither: the default budget, as train
+    const nl::MemoryBudget budget = nl::default_memory_budget(nl::read_memory_state(), false);
+    a.opt.max_memory = budget.bytes;
+    a.opt.max_memory_rule = budget.rule;
+    a.opt.keep_blocks = 1;
+  }
   std::unique_ptr<ScratchDir> scratch;
   std::string path = a.model;
   if (!a.preset.empty()) {
@@ -78,10 +100,26 @@ int run_bench_step(BenchStepArgs& a) {
   });
   std::printf("memory plan: %s\n", r.plan.describe().c_str());
   std::printf("%s", nl::format_step_breakdown(r).c_str());
+  nl::PeakRates peak;
+  if (a.peak_seconds > 0) {
+    // The peaks of the instructions the engine's kernels use, on its threads, measured now
+    // (the machine's speed moves within minutes: nl_bench_peak's figures from another time
+    // would not do).
+    const bool vnni = nlbench::has_int8_vnni() && !env_is("NL_INT8_VNNI", "0");
+    const nlbench::PeakFigure i8 = vnni ? nlbench::measure_int8_dot_vnni_peak(r.engine_threads, a.peak_seconds)
+                                        : nlbench::measure_int8_dot_peak(r.engine_threads, a.peak_seconds);
+    const nlbench::PeakFigure f32 = nlbench::measure_f32_fma_peak(r.engine_threads, a.peak_seconds);
+    peak = {i8.per_second(), f32.per_second(), i8.isa, f32.isa};
+    std::printf("%s", nl::format_roofline(r, peak).c_str());
+  }
   if (!a.json.empty()) {
     std::ofstream f(a.json);
     if (!f) nl::fail(a.json, "cannot open for writing", "check the folder exists and is writable");
-    f << nl::step_bench_json(r, a.opt, a.model.empty() ? "preset:" + a.preset + ":" + a.type : a.model) << "\n";
+    nlohmann::json j = nlohmann::json::parse(
+        nl::step_bench_json(r, a.opt, a.model.empty() ? "preset:" + a.preset + ":" + a.type : a.model));
+    j["peak_int8_gops"] = peak.int8_ops_per_s / 1e9;
+    j["peak_f32_gflops"] = peak.f32_flops_per_s / 1e9;
+    f << j.dump() << "\n";
   }
   return 0;
 }
@@ -112,10 +150,16 @@ nlcli::Register reg_bench_step(
       sub.add_option("--max-memory", a->max_memory,
                      "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit, "
                      "refuse when even full recompute does not fit");
-      sub.add_option("--keep-blocks", a->opt.keep_blocks, "without --max-memory: blocks whose activations are kept")
-          ->capture_default_str()->check(CLI::PositiveNumber);
-      sub.add_option("--precision", a->opt.precision, "mode of every frozen product: f32, f16 or int8")
+      sub.add_option("--keep-blocks", a->opt.keep_blocks,
+                     "instead of a budget: blocks whose activations are kept (default: as many as fit half of the "
+                     "memory available now, as train)")
+          ->check(CLI::PositiveNumber);
+      sub.add_option("--precision", a->opt.precision,
+                     "auto (a plan calibrated as train's default does) or the mode of every frozen product: f32, f16, int8")
           ->capture_default_str();
+      sub.add_option("--peak-seconds", a->peak_seconds,
+                     "time to measure each peak (int8, f32) for the roofline line after the steps; 0: no roofline")
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
       sub.add_option("--engine", a->opt.engine, "frozen-engine backend: cpu, vulkan or auto")
           ->capture_default_str()
           ->check(CLI::IsMember({"auto", "cpu", "vulkan"}));

@@ -1,7 +1,11 @@
 // `nightlora generate --model M [--prompt P] [--chat] [-n N] [--temp T] ...`: runs the model
 // on a prompt and streams the generated text (alone) to stdout. Greedy with --temp 0;
 // starts from BOS when there is no prompt; stops on EOS/end-of-generation tokens and on BOS.
+// The model runs on the frozen engine (int8 products and an f16 KV cache by default;
+// `--precision f32 --kv-type f32` is the exact path). A summary line goes to stderr, as
+// llama.cpp prints one: load time, prompt tokens/s, decode tokens/s (--quiet: none).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -43,6 +47,9 @@ struct GenerateArgs {
   int threads = 0;
   bool print_ids = false;
   std::string logits_json;
+  std::string precision = "int8";
+  std::string kv_type = "f16";
+  bool quiet = false;
 };
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -94,18 +101,25 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const nl::Model& m) {
 }
 
 int run_generate(const GenerateArgs& a) {
+  const auto t_load = std::chrono::steady_clock::now();
+  nl::DecoderOptions dopt;
+  dopt.threads = a.threads;
+  dopt.precision = nl::parse_precision(a.precision);
+  dopt.kv_type = nl::parse_kv_type(a.kv_type);
   std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
   if (!model->tokenizer && a.prompt_ids.empty() && !a.print_ids)
     nl::fail(a.model, "the model has no tokenizer", "use --prompt-ids and --print-ids");
+  const std::vector<int32_t> prompt = prompt_tokens(a, *model);
+  // The KV cache is sized for this prompt and -n (within the model's context).
+  dopt.max_context = std::min<int64_t>(model->config.context, static_cast<int64_t>(prompt.size()) + std::max<int64_t>(a.n, 1));
 
-  nl::DecoderOptions dopt;
-  dopt.threads = a.threads;
   nl::Decoder decoder(*model, dopt);
   nl::LoraAdapter adapter;
   if (!a.adapter.empty()) {
     adapter = nl::load_adapter(a.adapter, *model);
     decoder.set_adapter(&adapter);
   }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   nl::SamplerOptions sopt;
   sopt.temperature = a.temp;
@@ -114,7 +128,6 @@ int run_generate(const GenerateArgs& a) {
   sopt.seed = a.seed_given ? a.seed : std::random_device{}();
   nl::Sampler sampler(sopt);
 
-  const std::vector<int32_t> prompt = prompt_tokens(a, *model);
   nl::GenerateOptions gopt;
   gopt.max_new_tokens = a.n;
   if (model->tokenizer) {
@@ -157,6 +170,16 @@ int run_generate(const GenerateArgs& a) {
     std::printf("\n");
   }
   std::fflush(stdout);
+  if (!a.quiet) {
+    auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
+    std::fprintf(stderr,
+                 "load %.2f s | prompt %lld tokens in %.2f s, %.1f tokens/s | decode %lld tokens in %.2f s, %.1f "
+                 "tokens/s | %s, kv %s, %d threads, %s engine\n",
+                 load_s, static_cast<long long>(res.prompt_tokens), res.prompt_s, rate(res.prompt_tokens, res.prompt_s),
+                 static_cast<long long>(res.decoded_tokens), res.decode_s, rate(res.decoded_tokens, res.decode_s),
+                 nl::precision_name(dopt.precision), nl::kv_type_name(dopt.kv_type), decoder.engine().threads(),
+                 decoder.engine().backend().c_str());
+  }
 
   if (!a.logits_json.empty()) {
     nlohmann::json j = {{"model", a.model},
@@ -192,6 +215,12 @@ nlcli::Register reg_generate(
       sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
       sub.add_flag("--print-ids", a->print_ids, "print the generated token ids instead of text");
       sub.add_option("--logits-json", a->logits_json, "write prompt ids, generated ids and logits to this JSON file");
+      sub.add_option("--precision", a->precision,
+                     "numeric mode of the engine's products: int8 (fast, the default) or f32 (exact)")
+          ->check(CLI::IsMember({"int8", "f32"}));
+      sub.add_option("--kv-type", a->kv_type, "KV cache element type: f16 (the default) or f32")
+          ->check(CLI::IsMember({"f16", "f32"}));
+      sub.add_flag("-q,--quiet", a->quiet, "no summary line (load time, prompt and decode tokens/s) on stderr");
       return [a]() {
         if (!a->prompt.empty() && !a->prompt_ids.empty()) nl::fail("generate", "give --prompt or --prompt-ids, not both");
         if (a->chat && !a->prompt_ids.empty()) nl::fail("generate", "--chat needs --prompt text, not --prompt-ids");

@@ -101,13 +101,14 @@ nlcli::Register reg_data(
 // ---- lamp2-eval ----
 
 struct EvalArgs {
-  std::string model, adapter, questions, outputs, split = "auto", mode = "score", predictions;
+  std::string model, adapter, questions, outputs, split = "auto", mode = "score", predictions, precision = "f32";
   nl::Lamp2EvalOptions opt;
   bool json = false;
 };
 
 int run_eval(EvalArgs& a) {
   a.opt.mode = nl::parse_lamp2_mode(a.mode);
+  a.opt.precision = nl::parse_precision(a.precision);
   const nl::Lamp2Questions q = nl::load_lamp2_questions(a.questions, nl::parse_lamp2_split(a.split));
   const nl::Lamp2Outputs o = nl::load_lamp2_outputs(a.outputs);
   std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
@@ -150,6 +151,9 @@ nlcli::Register reg_eval(
       sub.add_option("--max-new-tokens", a->opt.max_new_tokens, "generate mode: token limit")->check(CLI::Range(1, 4096));
       sub.add_option("--split", a->split, "auto, user or time");
       sub.add_option("-t,--threads", a->opt.threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+      sub.add_option("--precision", a->precision, "the decoder's numeric mode: f32 (exact) or int8 (faster)")
+          ->check(CLI::IsMember({"f32", "int8"}))
+          ->capture_default_str();
       sub.add_flag("--json", a->json, "print metrics and every question's prediction as JSON");
       sub.add_option("--predictions", a->predictions, "also write the predictions in LaMP's output format to this file");
       return [a]() { return run_eval(*a); };

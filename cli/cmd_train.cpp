@@ -104,7 +104,8 @@ nlcli::Register reg_train(
           ->capture_default_str()->check(CLI::PositiveNumber);
       sub.add_option("--max-memory", a->max_memory,
                      "memory budget (bytes, or with KiB/MiB/GiB): keep as many blocks' activations as fit (less "
-                     "recompute); refuse before training when even full recompute does not fit");
+                     "recompute); refuse before training when even full recompute does not fit. Default: half of the "
+                     "memory available now, a quarter with --background, the minimum under memory pressure");
       sub.add_option("--train-on", a->train_on, "completion (loss on completions / assistant turns) or all")
           ->capture_default_str();
       sub.add_option("--chat-format", a->chat_format, "chat template for messages data instead of detecting it");
@@ -171,16 +172,27 @@ nlcli::Register reg_train(
       sub.add_option("--pace-poll-sec", a->pace_poll_sec, "pacing: how often the sensor is re-read while cooling")
           ->group("")->check(CLI::PositiveNumber);
       sub.add_option("--precision", a->precision,
-                     "numeric mode of the frozen products: auto (calibrate a plan by gradient sensitivity), f32, "
+                     "numeric mode of the frozen products: auto (a plan calibrated by gradient sensitivity: the "
+                     "cheaper modes where they move the adapter gradients by at most --precision-tol), f32 (exact), "
                      "f16, int8 (every product), or a precision_plan.json")
           ->capture_default_str();
       sub.add_option("--precision-tol", a->precision_tol,
-                     "auto: a product gets the cheapest mode the engine runs faster than f32 (cpu: int8; vulkan: int8, then "
-                     "f16) whose adapter-gradient relative "
-                     "error is <= X and cosine >= 1 - X")
+                     "auto: products go to the cheaper modes the engine runs faster than f32 (cpu: int8; vulkan: "
+                     "int8, then f16) while the adapter gradients' relative error stays <= X and cosine >= 1 - X "
+                     "(groups: of the whole plan; each: of each product alone)")
           ->capture_default_str();
       sub.add_option("--precision-calib-tokens", a->precision_calib_tokens, "auto: tokens of the calibration batch")
           ->capture_default_str();
+      sub.add_option("--precision-calib-passes", a->precision_calib_passes,
+                     "auto, groups: passes at most (the f32 reference's two included); products not reached stay f32")
+          ->capture_default_str();
+      sub.add_option("--precision-search", a->precision_search,
+                     "auto: groups (the whole plan within the tolerance; few passes) or each (each product alone "
+                     "within it; one pass per product)")
+          ->capture_default_str()->check(CLI::IsMember({"groups", "each"}));
+      sub.add_option("--plan-cache", a->plan_cache,
+                     "auto: folder of calibrated plans reused by later runs of the same model, engine and adapter "
+                     "shape (default $NIGHTLORA_CACHE_DIR, $XDG_CACHE_HOME/nightlora or ~/.cache/nightlora), or off");
       sub.add_option("--max-steps", a->max_steps, "stop after N steps in this session, with a checkpoint (0: no limit)")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       sub.footer(nl::exit_code::table());

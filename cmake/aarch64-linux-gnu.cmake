@@ -18,6 +18,9 @@ set(CMAKE_CXX_FLAGS_INIT "-march=armv8-a")
 # Static executables: qemu then needs no aarch64 shared libraries at run time (the cross
 # libc lives in /usr/aarch64-linux-gnu, PCRE2 in the multiarch /usr/lib/aarch64-linux-gnu).
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+# The nightlora executable starts at cli/static_start.cpp: static glibc makes system calls at
+# start-up that Android's app sandbox (Termux) answers with SIGSYS; it turns them into ENOSYS.
+set(NL_STATIC_START ON)
 
 # Libraries come from the cross sysroot and Debian's multiarch folder; programs (and
 # header-only CMake packages such as nlohmann_json and CLI11) from the build machine.

@@ -4,12 +4,14 @@
 # g++-aarch64-linux-gnu into build-arm64/ and runs them under qemu-aarch64 (Debian's
 # qemu-user) twice: `-cpu max`, so the dotprod code executes, and `-cpu cortex-a53`, an
 # ARMv8.0 core without it, so the widening kernels run and nothing newer is executed.
+# The same tree gets the static nightlora (scripts/build-arm64-static.sh), whose quickstart
+# run is compared with the x86-64 build's (tests/arm64/quickstart.sh).
 #
 #   scripts/arm64.sh               build, then run the tests under qemu (ctest in build-arm64)
 #   scripts/arm64.sh --build-only  build only (scripts/test.sh does this; the Release tree's
 #                                  ctest then runs the programs as arm64.* entries)
 #
-# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops host"), the
+# Which test folders: NL_ARM64_TEST_DIRS (default "quant engine modelio host_ops host util"), the
 # same tests/<dir>/*.cpp files as the host build, so new kernel tests are picked up as they
 # land; each program's gtest filter is tests/CMakeLists.txt's (of tests/host, only the
 # precision plan and its calibration).
@@ -22,7 +24,7 @@ build_only=0
 [ "${1:-}" = "--build-only" ] && build_only=1
 
 build=${NL_ARM64_BUILD_DIR:-$root/build-arm64}
-dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops host}
+dirs=${NL_ARM64_TEST_DIRS:-quant engine modelio host_ops host util}
 jobs=$(nproc 2>/dev/null || echo 2)
 toolchain=$root/cmake/aarch64-linux-gnu.cmake
 
@@ -51,10 +53,13 @@ echo "arm64: cross-compiling tests/{${dirs// /,}} for aarch64 (-march=armv8-a)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -UCMAKE_CXX_FLAGS -UCMAKE_C_FLAGS \
   -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" \
   -D"pkgcfg_lib_PCRE2_pcre2-8=/usr/lib/aarch64-linux-gnu/libpcre2-8.a" \
-  -DNL_SANITIZED_TESTS=OFF -DNL_BUILD_BENCH=OFF -DNL_CROSS_TEST_DIRS="${dirs// /;}" >/dev/null
+  -DNL_SANITIZED_TESTS=OFF -DNL_BUILD_BENCH=OFF -DNL_VULKAN=OFF -DNL_CROSS_TEST_DIRS="${dirs// /;}" >/dev/null
 targets=()
 for d in $dirs; do [ -d "tests/$d" ] && targets+=("test_$d"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+# The static nightlora, in the same tree (the library is compiled once): the phone binary
+# that the arm64.quickstart tests run end to end, built and checked by the script users run.
+NL_ARM64_STATIC_DIR=$build bash scripts/build-arm64-static.sh
 
 [ "$build_only" = 1 ] && exit 0
 echo "arm64: running ${targets[*]} under qemu-aarch64 -cpu max"
@@ -66,3 +71,11 @@ for t in "${targets[@]}"; do
   [ -n "$filter" ] || filter=$(sed -n 's/^NL_ARM64_GTEST_FILTER:STRING=//p' CMakeCache.txt)
   qemu-aarch64 -cpu cortex-a53 -L /usr/aarch64-linux-gnu "tests/$t" --gtest_brief=1 --gtest_filter="$filter"
 done
+# The quickstart end to end against the x86-64 build, where there is one (scripts/test.sh's
+# ctest runs these as arm64.quickstart and arm64-a53.quickstart).
+cd "$root"
+if [ -x build/nightlora ]; then
+  for cpu in max cortex-a53; do bash tests/arm64/quickstart.sh build/nightlora "$build/nightlora" "$cpu"; done
+else
+  echo "arm64: no x86-64 build/nightlora: the quickstart comparison (tests/arm64/quickstart.sh) is left out"
+fi

@@ -20,6 +20,8 @@ APT_PACKAGES=(
   "libopenblas0-openmp=0.3.21+ds-4"
   "g++-aarch64-linux-gnu=4:12.2.0-3"
   "qemu-user=1:7.2+dfsg-7+deb12u18+b3"
+  # scripts/build-arm64-static.sh checks with file(1) that the phone binary is static.
+  "file=1:5.44-3"
   # arm64 cross tests (scripts/arm64.sh): GoogleTest's sources, built there for aarch64,
   # and PCRE2 for aarch64 through Debian multiarch (the tokenizer needs it).
   "googletest=1.12.1-0.2"

@@ -3,8 +3,9 @@
 # reference comparisons (PyTorch, the npm peers), the hostile-input tests under
 # ASan/UBSan, and the kernel-level tests cross-compiled for arm64 and run under qemu
 # twice (scripts/arm64.sh; ctest entries arm64.* with -cpu max, arm64-a53.* with
-# -cpu cortex-a53, an ARMv8.0 core without dotprod). Installs what it needs first
-# (scripts/setup.sh is quick when all is there).
+# -cpu cortex-a53, an ARMv8.0 core without dotprod), with the static arm64 nightlora's
+# quickstart compared to the x86-64 build's (arm64.quickstart, arm64-a53.quickstart).
+# Installs what it needs first (scripts/setup.sh is quick when all is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

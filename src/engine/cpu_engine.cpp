@@ -47,6 +47,7 @@
 #include "backends.h"
 #include "kernels.h"
 #include "kernels_int8.h"
+#include "kernels_matvec.h"
 #include "range_guard.h"
 #include "tile_layout.h"
 #include "nightlora/engine/reference_products.h"
@@ -85,6 +86,15 @@ constexpr int64_t kForwardBandTasks = 5;
 // once per band): measured as above, llama-3.2-1b gate/up at 512 tokens 88 -> 82-83 ms, the
 // others within 3%; 8 ranges were no better.
 constexpr int64_t kGradBandRanges = 4;
+// Int8 forward products of at most this many tokens on Q4_0/Q8_0 tiles run through the
+// matrix-vector kernels (kernels_matvec.h: each tile read once, no panels packed), the
+// others through the panels. Same bits either way (the int8 definition); f32 ones too
+// where the set's f32 matrix-vector kernel keeps the panel kernel's order (AVX2).
+constexpr int64_t kMatvecMaxTokens = 4;
+// Weight bytes per matrix-vector task at least: waking a pool thread costs 15-35 us on the
+// development VM, about what one thread takes to stream 128 KiB of tiles, so a smaller
+// matrix (a 0.5B model's k and v: 64 KiB) runs on the calling thread alone.
+constexpr int64_t kMatvecMinTaskBytes = 128 << 10;
 
 // Kept small (no name, no shape vector): the engine's metadata is a few dozen bytes per
 // matrix next to megabytes of weights.
@@ -536,6 +546,7 @@ class CpuEngine final : public FrozenEngine {
   CpuEngine(const Model& model, const EngineOptions& opt)
       : kernels_(engine::select_kernels(opt.isa)),
         int8_(engine::select_int8_kernels(opt.isa, kernels_.isa)),
+        matvec_(engine::matvec_kernels_for(kernels_.isa)),
         f16_(engine::f16_kernels_for(kernels_.isa)),
         pool_(opt.threads) {
     const ModelConfig& cfg = model.config;
@@ -737,7 +748,28 @@ class CpuEngine final : public FrozenEngine {
     }
   }
 
+  // Row-group ranges of a matrix-vector product: tasks of at least kMatvecMinTaskBytes of
+  // tiles (a multiple of `unit` groups), about 4 per thread; body(g0, g1) for each.
+  template <class Body>
+  void for_matvec_tasks(const ResidentMatrix& m, int64_t unit, Body&& body) {
+    const int64_t n_groups = ceil_div(m.rows, kTileRows);
+    const int64_t group_bytes = static_cast<int64_t>(m.tiles.bytes.size()) / n_groups;
+    int64_t per = std::max(ceil_div(kMatvecMinTaskBytes, group_bytes),
+                           ceil_div(n_groups, 4 * static_cast<int64_t>(pool_.size())));
+    per = ceil_div(per, unit) * unit;
+    pool_.parallel_for(ceil_div(n_groups, per),
+                       [&](int64_t i) { body(i * per, std::min(n_groups, (i + 1) * per)); });
+  }
+
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
+    // A few tokens on tiles of whole row groups: the matrix-vector kernels, where the set
+    // has one with the panel kernels' summation order (AVX2).
+    if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0) {
+      for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
+        matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
+      });
+      return;
+    }
     if (kind == Job::Forward) {
       const int64_t n_tblocks = ceil_div(T, kTokensPerTask);
       const int64_t n_units = ceil_div(m.rows, kForwardTaskRows);
@@ -816,6 +848,12 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
+      if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
+        for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
+          matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);
+        });
+        return;
+      }
       const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
       const int64_t n_tblocks = ceil_div(T, kInt8TokensPerTask);
       pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
@@ -846,6 +884,7 @@ class CpuEngine final : public FrozenEngine {
 
   const engine::PanelKernels& kernels_;
   const engine::Int8Kernels& int8_;
+  const engine::MatvecKernels& matvec_;
   const engine::F16Kernels& f16_;
   ThreadPool pool_;
   std::vector<WorkerScratch> scratch_;  // one per pool thread, by worker index

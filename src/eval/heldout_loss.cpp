@@ -1,17 +1,30 @@
-// Per-example held-out loss (see heldout_loss.h), by the host training step's forward pass:
-// the very computation training minimizes, so the gate judges an adapter by the objective it
-// was trained on.
+// Per-example held-out loss (see heldout_loss.h): the training step's forward pass, made for
+// evaluation. The block below is TrainStep's layer_forward (src/host/train_step.cpp) in its
+// forward-only form, op for op and in the same order, so in f32 every example's loss is the
+// very number training computes for it: the gate judges an adapter by the objective it was
+// trained on. What evaluation does not need is left out:
+//  - no block inputs are kept (one residual stream, updated in place) and no buffer of
+//    backward, the adapter's gradients or the optimizer exists;
+//  - examples are packed several to a forward (each attends only to itself), in data-set
+//    order; an example with no supervised token is not run at all (its loss is 0 of 0);
+//  - in the last block only the supervised rows go on after attention (the output
+//    projection, the MLP and the output head run on them alone): nothing reads the others.
+// Each output row of the engine's products, the norms, the LoRA branch and the loss depends
+// only on its own input row, so neither packing nor the last block's row selection changes
+// a number (tests/eval/heldout_loss_test.cpp compares with TrainStep::forward_only example
+// by example, bit for bit).
 #include "nightlora/eval/heldout_loss.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
 
+#include "host/ops.h"
 #include "nightlora/data/batcher.h"
-#include "nightlora/engine/frozen_engine.h"
-#include "nightlora/host/memory_plan.h"
-#include "nightlora/host/precision_plan.h"
-#include "nightlora/host/train_step.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/thread_pool.h"
 
 namespace nl {
 
@@ -29,42 +42,307 @@ bool HeldoutLoss::finite() const {
   return std::all_of(examples.begin(), examples.end(), [](const ExampleLoss& e) { return std::isfinite(e.loss_sum); });
 }
 
-HeldoutLoss heldout_loss(const Model& model, const LoraAdapter* adapter, const Dataset& data, int threads) {
+namespace {
+
+using Buf = std::vector<float>;
+
+// Small frozen vectors (norm weights, biases), dequantized once, as the training step does.
+Buf load_vector(const TensorView& t, int64_t expect, const char* what) {
+  if (!t.present()) fail(std::string("model tensor ") + what, "missing");
+  int64_t n = 1;
+  for (int64_t e : t.ne) n *= e;
+  if (n != expect)
+    fail(t.name, std::string(what) + " has " + std::to_string(n) + " elements, expected " + std::to_string(expect));
+  Buf v(static_cast<size_t>(n));
+  dequantize_row(t.type, t.data, v.data(), n);
+  return v;
+}
+
+struct LayerVectors {
+  Buf attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+};
+
+// Rows [0, n) of `rows` gathered from src (row length w) into dst.
+void gather_rows(const float* src, const std::vector<int64_t>& rows, int64_t w, float* dst) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(dst + static_cast<int64_t>(i) * w, src + rows[i] * w, static_cast<size_t>(w) * sizeof(float));
+}
+
+}  // namespace
+
+struct HeldoutScorer::Impl {
+  const Model& model;
+  ModelConfig cfg;
+  HeldoutOptions opt;
+  std::unique_ptr<FrozenEngine> engine;
+  ThreadPool pool;       // host work while the engine is idle
+  ThreadPool side_pool;  // the LoRA branch while an engine product is in flight (one thread, as in training)
+  std::vector<LayerVectors> lv;
+  Buf out_norm;
+  RopeTable rope;
+
+  // Forward buffers for cap_T tokens (the largest packed batch so far) and rank cap_rank.
+  int64_t cap_T = 0, cap_rank = 0;
+  Buf x, xn, rstd, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o, g, u, h, dn, attn_scratch;
+  Buf z[kNumProj];
+  // The last block's supervised rows, gathered.
+  Buf sx, satt;
+  // Loss chunk.
+  Buf lx, lxn, lrstd, logits;
+  std::vector<double> row_nll;
+  std::vector<int32_t> pos, chunk_labels;
+  std::vector<int64_t> sup;  // supervised positions of the batch
+
+  Impl(const Model& m, const HeldoutOptions& o) : model(m), cfg(m.config), opt(o), pool(o.threads), side_pool(1) {
+    if (opt.max_batch_tokens < 1) fail("held-out loss", "max_batch_tokens must be at least 1");
+    if (opt.loss_chunk < 1) fail("held-out loss", "loss_chunk must be at least 1");
+    if (cfg.n_kv_head <= 0 || cfg.n_head % cfg.n_kv_head != 0)
+      fail(m.source_path, "n_head " + std::to_string(cfg.n_head) + " is not a multiple of n_kv_head " +
+                              std::to_string(cfg.n_kv_head));
+    if (cfg.head_dim % 2 != 0) fail(m.source_path, "head_dim must be even for RoPE");
+    EngineOptions eo;
+    eo.threads = opt.threads;
+    engine = make_engine(model, eo);
+    const int64_t d = cfg.d_model;
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      const LayerWeights& w = m.weights.layers[static_cast<size_t>(l)];
+      LayerVectors vec;
+      vec.attn_norm = load_vector(w.attn_norm, d, "attn_norm");
+      vec.ffn_norm = load_vector(w.ffn_norm, d, "ffn_norm");
+      if (cfg.qkv_bias) {
+        vec.bq = load_vector(w.bq, cfg.q_dim(), "attn_q.bias");
+        vec.bk = load_vector(w.bk, cfg.kv_dim(), "attn_k.bias");
+        vec.bv = load_vector(w.bv, cfg.kv_dim(), "attn_v.bias");
+      }
+      if (cfg.qk_norm) {
+        vec.q_norm = load_vector(w.q_norm, cfg.head_dim, "attn_q_norm");
+        vec.k_norm = load_vector(w.k_norm, cfg.head_dim, "attn_k_norm");
+      }
+      lv.push_back(std::move(vec));
+    }
+    out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+    const int64_t C = opt.loss_chunk;
+    lx.resize(static_cast<size_t>(C * d));
+    lxn.resize(static_cast<size_t>(C * d));
+    lrstd.resize(static_cast<size_t>(C));
+    logits.resize(static_cast<size_t>(C * cfg.vocab));
+    row_nll.resize(static_cast<size_t>(C));
+    chunk_labels.reserve(static_cast<size_t>(C));
+    engine->reserve_forward(engine->output_handle(), C, opt.precision);
+  }
+
+  // Buffers for T tokens and this rank (grown, never shrunk).
+  void plan(int64_t T, int64_t rank) {
+    if (T > cap_T) {
+      cap_T = T;
+      const int64_t d = cfg.d_model, qd = cfg.q_dim(), kvd = cfg.kv_dim(), ff = cfg.d_ff;
+      auto size = [&](Buf& b, int64_t n) { b.assign(static_cast<size_t>(n), 0.0f); };
+      for (Buf* b : {&x, &xn, &o, &dn, &sx}) size(*b, T * d);
+      size(rstd, T);
+      for (Buf* b : {&q, &att, &satt}) size(*b, T * qd);
+      size(k, T * kvd);
+      size(v, T * kvd);
+      size(q_lin, cfg.qk_norm ? T * qd : 0);
+      size(k_lin, cfg.qk_norm ? T * kvd : 0);
+      size(rstd_q, cfg.qk_norm ? T * cfg.n_head : 0);
+      size(rstd_k, cfg.qk_norm ? T * cfg.n_kv_head : 0);
+      size(lse, T * cfg.n_head);
+      for (Buf* b : {&g, &u, &h}) size(*b, T * ff);
+      size(attn_scratch, attn_scratch_floats(cfg.n_head, T, cfg.head_dim));
+      pos.resize(static_cast<size_t>(T));
+      sup.reserve(static_cast<size_t>(T));
+      if (T > rope.max_pos) rope.build(cfg, std::max<int64_t>(T, 64));
+      for (int64_t l = 0; l < cfg.n_layer; ++l)
+        for (int i = 0; i < kNumProj; ++i) engine->reserve_forward(engine->handle(l, static_cast<Proj>(i)), T, opt.precision);
+      cap_rank = 0;  // z is sized by T too
+    }
+    if (rank > cap_rank) {
+      cap_rank = rank;
+      for (Buf& b : z) b.assign(static_cast<size_t>(cap_T * rank), 0.0f);
+    }
+  }
+
+  void validate(const LoraAdapter& a) const {
+    if (a.n_layer != cfg.n_layer || static_cast<int64_t>(a.pairs.size()) != cfg.n_layer * kNumProj)
+      fail("adapter", "made for " + std::to_string(a.n_layer) + " layers, the model has " + std::to_string(cfg.n_layer),
+           "use an adapter trained for this model");
+    for (int64_t l = 0; l < cfg.n_layer; ++l)
+      for (int p = 0; p < kNumProj; ++p) {
+        const LoraPair& pr = a.at(l, static_cast<Proj>(p));
+        if (!pr.enabled) continue;
+        auto [in, out] = proj_shape(cfg, static_cast<Proj>(p));
+        if (pr.in != in || pr.out != out || static_cast<int64_t>(pr.A.size()) != a.cfg.rank * in ||
+            static_cast<int64_t>(pr.B.size()) != out * a.cfg.rank)
+          fail("adapter layer " + std::to_string(l) + " " + proj_name(static_cast<Proj>(p)),
+               "shape does not match the model (" + std::to_string(out) + " x " + std::to_string(in) + ", rank " +
+                   std::to_string(a.cfg.rank) + ")",
+               "use an adapter trained for this model");
+      }
+  }
+
+  // The adapter's branch on (l, p), or null when it has none there.
+  bool branch(const LoraAdapter* a, int64_t l, Proj p, LoraBranch& b) const {
+    if (!a || !a->at(l, p).enabled) return false;
+    const LoraPair& pr = a->at(l, p);
+    b = LoraBranch{};
+    b.A = pr.A.data();
+    b.B = pr.B.data();
+    b.rank = a->cfg.rank;
+    b.in = pr.in;
+    b.out = pr.out;
+    b.scale = a->cfg.scale();
+    b.dropout = 0.0f;
+    return true;
+  }
+
+  // y = engine(x)·Wᵀ (+ the LoRA branch), for the projections in `ps` that read the same x:
+  // the frozen products are submitted first, the branches' down products run while they
+  // are in flight, then the biases and the up products, as in training.
+  void project(int64_t l, const LoraAdapter* a, const float* xin, int64_t T, std::initializer_list<Proj> ps,
+               std::initializer_list<float*> ys, std::initializer_list<const Buf*> biases) {
+    EngineTicket last = 0;
+    auto y = ys.begin();
+    for (Proj p : ps) last = engine->submit_forward(engine->handle(l, p), xin, T, *y++, opt.precision);
+    LoraBranch b;
+    for (Proj p : ps)
+      if (branch(a, l, p, b)) lora_down(b, xin, T, z[static_cast<int>(p)].data(), side_pool);
+    engine->wait(last);
+    y = ys.begin();
+    auto bias = biases.begin();
+    for (Proj p : ps) {
+      const int64_t n = proj_shape(cfg, p).second;
+      if (bias != biases.end() && *bias && !(*bias)->empty()) add_bias(*y, (*bias)->data(), T, n);
+      if (branch(a, l, p, b)) lora_up_add(b, z[static_cast<int>(p)].data(), T, *y, pool);
+      ++y;
+      if (bias != biases.end()) ++bias;
+    }
+  }
+
+  // Block l on the residual stream x (T rows), in place. In the last block, only the rows
+  // in `sup` continue after attention: on return the first sup.size() rows of sx hold them.
+  void layer_forward(int64_t l, int64_t T, const AttnShape& as, const LoraAdapter* a) {
+    const LayerVectors& w = lv[static_cast<size_t>(l)];
+    const int64_t d = cfg.d_model, qd = cfg.q_dim(), hd = cfg.head_dim;
+    const bool last = l == cfg.n_layer - 1;
+
+    rmsnorm_forward(x.data(), w.attn_norm.data(), T, d, cfg.rms_eps, xn.data(), rstd.data(), pool);
+    float* qdst = cfg.qk_norm ? q_lin.data() : q.data();
+    float* kdst = cfg.qk_norm ? k_lin.data() : k.data();
+    project(l, a, xn.data(), T, {Proj::Q, Proj::K, Proj::V}, {qdst, kdst, v.data()}, {&w.bq, &w.bk, &w.bv});
+    if (cfg.qk_norm) {
+      rmsnorm_forward(q_lin.data(), w.q_norm.data(), T * cfg.n_head, hd, cfg.rms_eps, q.data(), rstd_q.data(), pool);
+      rmsnorm_forward(k_lin.data(), w.k_norm.data(), T * cfg.n_kv_head, hd, cfg.rms_eps, k.data(), rstd_k.data(), pool);
+    }
+    rope_forward(q.data(), T, cfg.n_head, pos.data(), rope, pool);
+    rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
+    attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
+
+    // From here on, rows are independent: the last block continues on its supervised rows.
+    float* xs = x.data();
+    const float* atts = att.data();
+    int64_t R = T;
+    if (last) {
+      R = static_cast<int64_t>(sup.size());
+      gather_rows(x.data(), sup, d, sx.data());
+      gather_rows(att.data(), sup, qd, satt.data());
+      xs = sx.data();
+      atts = satt.data();
+    }
+    project(l, a, atts, R, {Proj::O}, {o.data()}, {});
+    for (int64_t i = 0; i < R * d; ++i) xs[i] = xs[i] + o[static_cast<size_t>(i)];  // x1 = x + o(att)
+
+    rmsnorm_forward(xs, w.ffn_norm.data(), R, d, cfg.rms_eps, xn.data(), rstd.data(), pool);
+    project(l, a, xn.data(), R, {Proj::Gate, Proj::Up}, {g.data(), u.data()}, {});
+    swiglu_forward(g.data(), u.data(), h.data(), R * cfg.d_ff, pool);
+    project(l, a, h.data(), R, {Proj::Down}, {dn.data()}, {});
+    for (int64_t i = 0; i < R * d; ++i) xs[i] = xs[i] + dn[static_cast<size_t>(i)];  // x_out = x1 + down(h)
+  }
+
+  // Runs one packed batch and adds each supervised row's NLL to its example, in position
+  // order (the order the training step sums them in).
+  void run(const Batch& b, const LoraAdapter* a, ExampleLoss* per_seq) {
+    const int64_t T = b.n_tokens(), d = cfg.d_model, V = cfg.vocab;
+    plan(T, a ? a->cfg.rank : 0);
+    for (int64_t s = 0; s < b.n_seqs(); ++s)
+      for (int64_t t = b.seq_start[static_cast<size_t>(s)]; t < b.seq_start[static_cast<size_t>(s + 1)]; ++t)
+        pos[static_cast<size_t>(t)] = static_cast<int32_t>(t - b.seq_start[static_cast<size_t>(s)]);
+    sup.clear();
+    for (int64_t t = 0; t < T; ++t)
+      if (b.labels[static_cast<size_t>(t)] >= 0) sup.push_back(t);
+    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs(), attn_scratch.data()};
+
+    embedding_forward(model.weights.tok_embd, b.tokens.data(), T, x.data(), pool);
+    for (int64_t l = 0; l < cfg.n_layer; ++l) layer_forward(l, T, as, a);
+    // sx now holds the final block's output of the supervised rows, in position order.
+    const WeightHandle head = engine->output_handle();
+    int64_t seq = 0;
+    for (size_t c0 = 0; c0 < sup.size(); c0 += static_cast<size_t>(opt.loss_chunk)) {
+      const int64_t C = std::min<int64_t>(opt.loss_chunk, static_cast<int64_t>(sup.size() - c0));
+      chunk_labels.resize(static_cast<size_t>(C));
+      std::memcpy(lx.data(), sx.data() + static_cast<int64_t>(c0) * d, static_cast<size_t>(C * d) * sizeof(float));
+      for (int64_t i = 0; i < C; ++i) chunk_labels[static_cast<size_t>(i)] = b.labels[static_cast<size_t>(sup[c0 + static_cast<size_t>(i)])];
+      rmsnorm_forward(lx.data(), out_norm.data(), C, d, cfg.rms_eps, lxn.data(), lrstd.data(), pool);
+      engine->forward(head, lxn.data(), C, logits.data(), opt.precision);
+      cross_entropy_chunk(logits.data(), chunk_labels.data(), C, V, 1.0f, row_nll.data(), pool);
+      for (int64_t i = 0; i < C; ++i) {
+        const int64_t t = sup[c0 + static_cast<size_t>(i)];
+        while (t >= b.seq_start[static_cast<size_t>(seq + 1)]) ++seq;
+        per_seq[seq].loss_sum += row_nll[static_cast<size_t>(i)];
+        per_seq[seq].n_supervised += 1;
+      }
+    }
+  }
+
+  HeldoutLoss score(const LoraAdapter* a, const Dataset& data) {
+    if (data.examples.empty()) fail(data.source, "no example to compute a held-out loss on");
+    if (a) validate(*a);
+    for (const Example& e : data.examples)
+      for (int32_t id : e.tokens)
+        if (id < 0 || id >= cfg.vocab)
+          fail(data.source + ":" + std::to_string(e.line), "token " + std::to_string(id) + " outside the vocabulary of " +
+                                                               std::to_string(cfg.vocab),
+               "tokenize the data with this model's tokenizer");
+    HeldoutLoss out;
+    out.examples.assign(data.examples.size(), ExampleLoss{});
+    // Batches in data-set order: examples with supervised tokens, up to max_batch_tokens.
+    std::vector<int64_t> group;
+    int64_t group_tokens = 0;
+    auto flush = [&]() {
+      if (group.empty()) return;
+      const Batch b = pack_batch(data.examples, group);
+      std::vector<ExampleLoss> per(group.size());
+      run(b, a, per.data());
+      for (size_t i = 0; i < group.size(); ++i) out.examples[static_cast<size_t>(group[i])] = per[i];
+      group.clear();
+      group_tokens = 0;
+    };
+    for (size_t i = 0; i < data.examples.size(); ++i) {
+      const Example& e = data.examples[i];
+      if (e.n_supervised() == 0) continue;  // nothing to predict: 0 of 0, as one forward would give
+      const int64_t n = static_cast<int64_t>(e.tokens.size());
+      if (group_tokens + n > opt.max_batch_tokens) flush();
+      group.push_back(static_cast<int64_t>(i));
+      group_tokens += n;
+    }
+    flush();
+    return out;
+  }
+};
+
+HeldoutScorer::HeldoutScorer(const Model& model, const HeldoutOptions& opt) : impl_(std::make_unique<Impl>(model, opt)) {}
+HeldoutScorer::~HeldoutScorer() = default;
+HeldoutLoss HeldoutScorer::score(const LoraAdapter* adapter, const Dataset& data) { return impl_->score(adapter, data); }
+
+HeldoutLoss heldout_loss(const Model& model, const LoraAdapter* adapter, const Dataset& data, const HeldoutOptions& opt) {
   if (data.examples.empty()) fail(data.source, "no example to compute a held-out loss on");
-  // The base model is scored through the same code path with an adapter that changes
-  // nothing: B = 0 (LoraAdapter::init), the smallest one (rank 1 on q).
-  LoraAdapter zero;
-  if (!adapter) {
-    LoraConfig lc;
-    lc.rank = 1;
-    lc.targets = LoraConfig::parse_targets("q");
-    zero = LoraAdapter::init(model.config, lc);
-    adapter = &zero;
-  }
-  int64_t longest = 0;
-  for (const Example& e : data.examples) longest = std::max<int64_t>(longest, static_cast<int64_t>(e.tokens.size()));
-  MemoryRequest mr;
-  mr.max_tokens = longest;
-  mr.rank = adapter->cfg.rank;
-  mr.n_adapter_params = adapter->n_params();
-  const MemoryPlan memory = plan_step_memory(model, mr);
-  EngineOptions eo;
-  eo.threads = threads;
-  std::unique_ptr<FrozenEngine> engine = make_engine(model, eo);
-  const PrecisionPlan precision = PrecisionPlan::uniform(model.config.n_layer, Precision::F32);
-  StepOptions so;
-  so.threads = threads;
-  so.memory = &memory;
-  so.precision = &precision;
-  TrainStep step(model, *engine, so);
-  HeldoutLoss out;
-  out.examples.reserve(data.examples.size());
-  for (size_t i = 0; i < data.examples.size(); ++i) {
-    const Batch b = pack_batch(data.examples, {static_cast<int64_t>(i)});
-    const StepResult r = step.forward_only(b, *adapter);
-    out.examples.push_back({r.loss_sum, r.n_supervised});
-  }
-  return out;
+  HeldoutScorer scorer(model, opt);
+  return scorer.score(adapter, data);
+}
+
+HeldoutLoss heldout_loss(const Model& model, const LoraAdapter* adapter, const Dataset& data, int threads) {
+  HeldoutOptions opt;
+  opt.threads = threads;
+  return heldout_loss(model, adapter, data, opt);
 }
 
 }  // namespace nl

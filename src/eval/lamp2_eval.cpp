@@ -28,9 +28,16 @@ Lamp2EvalResult evaluate_lamp2(const Model& model, const LoraAdapter* adapter, c
 
   DecoderOptions dopt;
   dopt.threads = opt.threads;
+  // f32 (the default here: an evaluation is a measurement) keeps the exact path with an f32
+  // cache; the cheaper modes take the f16 cache.
+  dopt.precision = opt.precision;
+  dopt.kv_type = opt.precision == Precision::F32 ? KvType::F32 : KvType::F16;
   Decoder decoder(model, dopt);
   decoder.set_adapter(adapter);
   const Tokenizer& tok = *model.tokenizer;
+  // Score mode keeps the decoder's cache between questions: prompts without retrieval share
+  // LaMP's instruction, which then runs once (tag_scoring.h).
+  CompletionScorer scorer(decoder, tok);
 
   Lamp2EvalResult r;
   r.mode = opt.mode;
@@ -46,7 +53,7 @@ Lamp2EvalResult evaluate_lamp2(const Model& model, const LoraAdapter* adapter, c
     item.user_id = q.user_id;
     item.gold = golds[i];
     if (opt.mode == Lamp2Mode::Score) {
-      const CompletionScores s = score_lamp2_tags(decoder, tok, prompt);
+      const CompletionScores s = scorer.score_lamp2_tags(prompt);
       item.predicted = s.best;
       item.output = lamp2_tags()[static_cast<size_t>(s.best)];
       item.tag_logprob = s.logprob;

@@ -30,31 +30,54 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return i;
 }
 
-// log softmax(logits)[id], in double.
-double log_prob(std::span<const float> logits, int32_t id) {
-  double mx = -INFINITY;
-  for (float v : logits) mx = std::max(mx, static_cast<double>(v));
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  return static_cast<double>(logits[static_cast<size_t>(id)]) - mx - std::log(sum);
-}
+// log softmax(logits)[id], in double, as logit - max - log(sum of exp(logit - max)). The
+// max and the log-sum are made once per row of logits (one row serves every candidate whose
+// token it predicts), and subtracted in this order, so the value is the same bits whichever
+// candidate asks.
+struct LogSoftmaxRow {
+  std::span<const float> logits;
+  double mx = 0, log_sum = 0;
+  explicit LogSoftmaxRow(std::span<const float> l) : logits(l) {
+    mx = -INFINITY;
+    for (float v : logits) mx = std::max(mx, static_cast<double>(v));
+    double sum = 0;
+    for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+    log_sum = std::log(sum);
+  }
+  double at(int32_t id) const { return static_cast<double>(logits[static_cast<size_t>(id)]) - mx - log_sum; }
+};
 
 }  // namespace
 
-CompletionScores score_completions(Decoder& decoder, const Tokenizer& tok, const std::string& prompt,
-                                   const std::vector<std::string>& completions) {
+CompletionScorer::CompletionScorer(Decoder& decoder, const Tokenizer& tok) : decoder_(decoder), tok_(tok) { forget(); }
+
+void CompletionScorer::forget() {
+  decoder_.reset();
+  cached_.clear();
+}
+
+CompletionScores CompletionScorer::score(const std::string& prompt, const std::vector<std::string>& completions) {
   struct Candidate {
     std::vector<int32_t> tokens;  // prompt + completion, as the trainer tokenizes it
     size_t start = 0;             // first completion token
   };
   std::vector<Candidate> cands;
   size_t shared = SIZE_MAX;  // tokens every candidate starts with (run once)
+  // The prompt alone, encoded once per BOS choice (the choice depends on the text only
+  // through its first characters, which every candidate shares, but is made per candidate
+  // as the trainer makes it).
+  std::vector<int32_t> prompt_ids[2];
+  bool have_prompt_ids[2] = {false, false};
   for (size_t c = 0; c < completions.size(); ++c) {
     const std::string text = prompt + completions[c];
-    const bool bos = wants_bos(tok, text);
+    const bool bos = wants_bos(tok_, text);
+    if (!have_prompt_ids[bos]) {
+      prompt_ids[bos] = tok_.encode(prompt, bos, true);
+      have_prompt_ids[bos] = true;
+    }
     Candidate cand;
-    cand.tokens = tok.encode(text, bos, true);
-    cand.start = common_prefix(tok.encode(prompt, bos, true), cand.tokens);
+    cand.tokens = tok_.encode(text, bos, true);
+    cand.start = common_prefix(prompt_ids[bos], cand.tokens);
     if (cand.start >= cand.tokens.size())
       fail("tag scoring", "completion " + std::to_string(c) + " (\"" + completions[c] + "\") adds no token to the prompt");
     // A completion's first token needs the logits of the token before it, so at least one
@@ -68,37 +91,84 @@ CompletionScores score_completions(Decoder& decoder, const Tokenizer& tok, const
   CompletionScores out;
   if (cands.empty()) return out;
 
-  const size_t model_vocab = static_cast<size_t>(decoder.model().config.vocab);
-  decoder.reset();
+  // The shared prefix: what the cache already holds of it is kept, except its last token,
+  // which runs again for the logits that score every candidate's first token.
   const std::vector<int32_t> prefix(cands[0].tokens.begin(), cands[0].tokens.begin() + static_cast<std::ptrdiff_t>(shared));
-  const std::vector<float> prefix_logits = decoder.forward(prefix);  // logits after the shared prefix
-  for (const Candidate& cand : cands) {
-    decoder.truncate(static_cast<int64_t>(shared));
-    const std::span<const int32_t> rest(cand.tokens.data() + shared, cand.tokens.size() - shared);
-    // Logits predicting token t (t >= shared): row t-1-shared of `rows`, or the prefix's own
-    // logits for t == shared. The last token's logits are never needed, so it is not run.
-    std::vector<float> rows;
-    if (rest.size() > 1) rows = decoder.forward(rest.first(rest.size() - 1), /*all_logits=*/true);
-    double lp = 0;
-    for (size_t t = cand.start; t < cand.tokens.size(); ++t) {
-      std::span<const float> logits =
-          t == shared ? std::span<const float>(prefix_logits)
-                      : std::span<const float>(rows.data() + (t - 1 - shared) * model_vocab, model_vocab);
-      lp += log_prob(logits, cand.tokens[t]);
+  const size_t keep = std::min(common_prefix(cached_, prefix), shared - 1);
+  decoder_.truncate(static_cast<int64_t>(keep));
+  cached_.resize(keep);
+  const std::vector<float> prefix_logits =
+      decoder_.forward(std::span<const int32_t>(prefix.data() + keep, prefix.size() - keep));
+  cached_ = prefix;
+  tokens_reused_ += static_cast<int64_t>(keep);
+  tokens_run_ += static_cast<int64_t>(shared - keep);
+  const LogSoftmaxRow prefix_row(prefix_logits);
+
+  // The continuations (a candidate's tokens after the shared prefix, but its last, whose
+  // logits nothing reads) form a tree: candidates that begin alike share their first tokens
+  // (" dark comedy" and " dystopia" may share " d"). They are visited in lexicographic order;
+  // the cache holds the shared prefix plus `path`, the previous visit's continuation, whose
+  // logits rows are kept, and each candidate runs only what it does not share with it.
+  const size_t V = static_cast<size_t>(decoder_.model().config.vocab);
+  auto run_part = [&](size_t c) {
+    const Candidate& cand = cands[c];
+    return std::span<const int32_t>(cand.tokens.data() + shared, cand.tokens.size() - shared - 1);
+  };
+  std::vector<size_t> order(cands.size());
+  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    const std::span<const int32_t> a = run_part(x), b = run_part(y);
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+  });
+  std::vector<int32_t> path;
+  std::vector<float> path_rows;  // row i: the logits after path[i], predicting the token after it
+  out.logprob.assign(cands.size(), 0.0);
+  out.n_tokens.assign(cands.size(), 0);
+  for (size_t c : order) {
+    const Candidate& cand = cands[c];
+    const std::span<const int32_t> run = run_part(c);
+    size_t common = 0;
+    while (common < path.size() && common < run.size() && path[common] == run[common]) ++common;
+    if (common < path.size()) {
+      decoder_.truncate(static_cast<int64_t>(shared + common));
+      path.resize(common);
+      path_rows.resize(common * V);
     }
-    out.logprob.push_back(lp);
-    out.n_tokens.push_back(static_cast<int>(cand.tokens.size() - cand.start));
+    if (run.size() > common) {
+      const std::vector<float> rows = decoder_.forward(run.subspan(common), /*all_logits=*/true);
+      tokens_run_ += static_cast<int64_t>(run.size() - common);
+      path.insert(path.end(), run.begin() + static_cast<std::ptrdiff_t>(common), run.end());
+      path_rows.insert(path_rows.end(), rows.begin(), rows.end());
+    }
+    // Token t (t >= shared) is predicted by the prefix's logits for t == shared, else by the
+    // row of path token t-1-shared.
+    double lp = 0;
+    for (size_t t = cand.start; t < cand.tokens.size(); ++t)
+      lp += t == shared ? prefix_row.at(cand.tokens[t])
+                        : LogSoftmaxRow(std::span<const float>(path_rows.data() + (t - 1 - shared) * V, V)).at(cand.tokens[t]);
+    out.logprob[c] = lp;
+    out.n_tokens[c] = static_cast<int>(cand.tokens.size() - cand.start);
   }
+  decoder_.truncate(static_cast<int64_t>(shared));  // the cache holds the shared prefix again
   out.best = 0;
   for (size_t c = 1; c < out.logprob.size(); ++c)
     if (out.logprob[c] > out.logprob[static_cast<size_t>(out.best)]) out.best = static_cast<int>(c);
   return out;
 }
 
-CompletionScores score_lamp2_tags(Decoder& decoder, const Tokenizer& tok, const std::string& prompt) {
+CompletionScores CompletionScorer::score_lamp2_tags(const std::string& prompt) {
   std::vector<std::string> completions;
   for (const std::string& tag : lamp2_tags()) completions.push_back(lamp2_completion(tag));
-  return score_completions(decoder, tok, prompt, completions);
+  return score(prompt, completions);
+}
+
+CompletionScores score_completions(Decoder& decoder, const Tokenizer& tok, const std::string& prompt,
+                                   const std::vector<std::string>& completions) {
+  return CompletionScorer(decoder, tok).score(prompt, completions);
+}
+
+CompletionScores score_lamp2_tags(Decoder& decoder, const Tokenizer& tok, const std::string& prompt) {
+  return CompletionScorer(decoder, tok).score_lamp2_tags(prompt);
 }
 
 int parse_lamp2_output(std::string_view text) {

@@ -118,7 +118,10 @@ std::string MemoryPlan::describe() const {
                 format_mib(fixed_bytes).c_str(), static_cast<long long>(kept_blocks), format_mib(block_bytes).c_str(),
                 static_cast<long long>(max_tokens), static_cast<long long>(rank), format_mib(weight_bytes).c_str(),
                 format_mib(adapter_bytes).c_str(), format_mib(estimated_peak_bytes()).c_str());
-  return buf;
+  std::string s = buf;
+  if (!budget_rule.empty())
+    s += "; budget " + (budget_bytes > 0 ? format_mib(budget_bytes) : std::string("none")) + " (" + budget_rule + ")";
+  return s;
 }
 
 MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
@@ -139,11 +142,14 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   p.adapter_bytes = static_cast<size_t>(req.n_adapter_params) * sizeof(float) * 4;
   p.runtime_bytes = kRuntimeAllowanceBytes;
   const int64_t L = std::max<int64_t>(c.n_layer, 1);
+  p.budget_bytes = req.max_memory;
+  p.budget_rule = !req.budget_rule.empty() ? req.budget_rule : req.max_memory > 0 ? "--max-memory" : "";
   if (req.max_memory == 0) {
     p.kept_blocks = std::clamp<int64_t>(req.keep_blocks, 1, L);
     return p;
   }
   p.kept_blocks = 1;
+  if (p.estimated_peak_bytes() > req.max_memory && !req.budget_rule.empty()) return p;
   if (p.estimated_peak_bytes() > req.max_memory)
     fail("--max-memory " + format_mib(req.max_memory),
          "this configuration needs an estimated " + format_mib(p.estimated_peak_bytes()) +

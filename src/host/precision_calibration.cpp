@@ -1,12 +1,18 @@
 // Choosing the precision plan by gradient sensitivity (see precision_plan.h).
 //
-// One calibration batch, one adapter. The reference pass runs every product in f32; then each
-// product in turn runs in the engine's cheapest mode (int8), and if that moves the adapter
-// gradients by more than the tolerance, in its next cheaper one (f16 on an accelerator; the
-// cpu engine has none); everything else stays f32 in those passes, so each measurement is
-// the effect of that product alone. The passes go through a ReplayEngine, which serves each pass's
-// products from the reference recording up to the first product that differs: the figures are
-// those of full passes, the time is less.
+// One calibration batch, one adapter. The reference pass runs every product in f32. Then the
+// products are tried in the engine's cheaper modes (int8 first; f16 on an accelerator), and a
+// trial is accepted when the adapter gradients move by at most the tolerance. Two searches:
+//  - groups (the default): the whole set of products that may go cheaper is tried at once on
+//    top of what is already accepted; a set that fails is split in two halves, each tried in
+//    turn. Every accepted trial measures the whole plan as it then stands, so the final plan's
+//    own error is measured and within the tolerance, and a model where everything may go
+//    cheaper costs one pass instead of one per product.
+//  - each product: every product alone, everything else f32 (research; ~500 passes on a
+//    24-layer model).
+// The passes go through a ReplayEngine, which serves each pass's products from the reference
+// recording up to the first product that differs: the figures are those of full passes, the
+// time is less.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,6 +50,11 @@ void set_slot(PrecisionPlan& plan, const Slot& s, Precision m) {
   else plan.head_input_grad = m;
 }
 
+Precision slot_mode(const PrecisionPlan& plan, const Slot& s) {
+  if (s.layer >= 0) return plan.at(s.layer, s.proj, s.product);
+  return s.product == FrozenProduct::Forward ? plan.head_forward : plan.head_input_grad;
+}
+
 // All adapter gradients, in pair order, as one vector.
 std::vector<float> flatten(const LoraAdapter& g) {
   std::vector<float> v;
@@ -75,23 +86,32 @@ nlohmann::json sensitivity_json(const ProductSensitivity& s) {
 
 Batch calibration_batch(const std::vector<Example>& examples, const std::vector<int64_t>& order, int64_t max_tokens) {
   if (max_tokens < 2) fail("--precision-calib-tokens " + std::to_string(max_tokens), "must be at least 2");
+  // Examples are cut to the budget keeping their start; when that leaves no supervised token
+  // (long prompts, short completions: a LaMP user's data), keeping their end instead.
   std::vector<Example> picked;
-  int64_t total = 0;
-  for (int64_t i : order) {
-    if (total >= max_tokens) break;
-    if (i < 0 || i >= static_cast<int64_t>(examples.size())) fail("calibration batch", "example index out of range");
-    Example e = examples[static_cast<size_t>(i)];
-    const int64_t room = max_tokens - total;
-    if (static_cast<int64_t>(e.tokens.size()) > room) {
-      e.tokens.resize(static_cast<size_t>(room));
-      e.supervised.resize(static_cast<size_t>(room));
+  for (const bool keep_end : {false, true}) {
+    int64_t total = 0;
+    for (int64_t i : order) {
+      if (total >= max_tokens) break;
+      if (i < 0 || i >= static_cast<int64_t>(examples.size())) fail("calibration batch", "example index out of range");
+      Example e = examples[static_cast<size_t>(i)];
+      const int64_t room = max_tokens - total;
+      const int64_t cut = static_cast<int64_t>(e.tokens.size()) - room;
+      if (cut > 0 && keep_end) {
+        e.tokens.erase(e.tokens.begin(), e.tokens.begin() + cut);
+        e.supervised.erase(e.supervised.begin(), e.supervised.begin() + cut);
+      } else if (cut > 0) {
+        e.tokens.resize(static_cast<size_t>(room));
+        e.supervised.resize(static_cast<size_t>(room));
+      }
+      // A label needs a supervised token after position 0 of the (cut) sequence.
+      bool any = false;
+      for (size_t t = 1; t < e.supervised.size(); ++t) any |= e.supervised[t] != 0;
+      if (!any) continue;
+      total += static_cast<int64_t>(e.tokens.size());
+      picked.push_back(std::move(e));
     }
-    // A label needs a supervised token after position 0 of the (cut) sequence.
-    bool any = false;
-    for (size_t t = 1; t < e.supervised.size(); ++t) any |= e.supervised[t] != 0;
-    if (!any) continue;
-    total += static_cast<int64_t>(e.tokens.size());
-    picked.push_back(std::move(e));
+    if (!picked.empty()) break;
   }
   if (picked.empty())
     fail("calibration batch", "no supervised token fits in the first " + std::to_string(max_tokens) + " tokens of the data",
@@ -131,7 +151,8 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   int64_t max_passes = 2;  // an upper bound
   for (const Slot& s : slots) {
     const std::vector<Precision> m = modes_of(s);
-    max_passes += static_cast<int64_t>(m.size());
+    // The group search tries a product at most twice per mode (in a group and alone).
+    max_passes += static_cast<int64_t>(m.size()) * (opt.search == CalibrationSearch::Groups ? 2 : 1);
     for (Precision p : m)
       if (std::find(modes_tried.begin(), modes_tried.end(), p) == modes_tried.end()) modes_tried.push_back(p);
   }
@@ -178,8 +199,8 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
   res.plan.origin = "auto";
   // Products that the step never runs: the down projection's recompute (a recomputed block
   // stops before it), the recomputes of the blocks whose activations the step keeps (the
-  // last ones; a training run keeps at least as many), and block 0's q/k/v input gradients
-  // (they would only reach the frozen embedding). They cost nothing in any mode, so they get
+  // last ones), and block 0's q/k/v input gradients (they would only reach the frozen
+  // embedding). They cost nothing in any mode now, so they get
   // the cheapest without a pass (f32 when the engine has no cheaper mode).
   const int64_t first_kept = n_layer - step.kept_blocks();
   auto never_runs = [&](const Slot& s) {
@@ -187,45 +208,119 @@ CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, 
       return s.layer == 0 && (s.proj == Proj::Q || s.proj == Proj::K || s.proj == Proj::V);
     return s.product == FrozenProduct::Recompute && (s.proj == Proj::Down || s.layer >= first_kept);
   };
+  // One trial: the gradients with `trial` as it is now, against the reference.
+  auto measure = [&](double& rel_err, double& cosine) {
+    replay.start_replay();
+    const std::vector<float> g = pass();
+    double dot = 0, g_sq = 0, d_sq = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double a = g[i], b = ref[i];
+      dot += a * b;
+      g_sq += a * a;
+      d_sq += (a - b) * (a - b);
+    }
+    rel_err = std::sqrt(d_sq / ref_sq);
+    cosine = g_sq > 0 ? dot / std::sqrt(g_sq * ref_sq) : 0.0;
+    // Comparisons with NaN are false: a non-finite pass is never accepted.
+    return rel_err <= opt.tol && cosine >= 1.0 - opt.tol;
+  };
+  std::vector<Slot> runs;  // the products the step runs, in slot order
   for (const Slot& s : slots) {
     const std::vector<Precision> modes = modes_of(s);
     if (never_runs(s)) {
       if (!modes.empty()) set_slot(res.plan, s, modes[0]);
       ++res.not_run;
-      continue;
-    }
-    for (Precision m : modes) {
-      set_slot(trial, s, m);
-      replay.start_replay();
-      const std::vector<float> g = pass();
-      set_slot(trial, s, Precision::F32);
-      double dot = 0, g_sq = 0, d_sq = 0;
-      for (size_t i = 0; i < g.size(); ++i) {
-        const double a = g[i], b = ref[i];
-        dot += a * b;
-        g_sq += a * a;
-        d_sq += (a - b) * (a - b);
-      }
-      ProductSensitivity ps{s.layer, s.proj, s.product, m};
-      ps.rel_err = std::sqrt(d_sq / ref_sq);
-      ps.cosine = g_sq > 0 ? dot / std::sqrt(g_sq * ref_sq) : 0.0;
-      // Comparisons with NaN are false: a non-finite pass is never accepted.
-      ps.accepted = ps.rel_err <= opt.tol && ps.cosine >= 1.0 - opt.tol;
-      res.measured.push_back(ps);
-      if (ps.accepted) {
-        set_slot(res.plan, s, m);
-        break;
-      }
+    } else {
+      runs.push_back(s);
     }
   }
+  if (opt.search == CalibrationSearch::EachProduct) {
+    for (const Slot& s : runs)
+      for (Precision m : modes_of(s)) {
+        ProductSensitivity ps{s.layer, s.proj, s.product, m};
+        set_slot(trial, s, m);
+        ps.accepted = measure(ps.rel_err, ps.cosine);
+        set_slot(trial, s, Precision::F32);
+        res.measured.push_back(ps);
+        if (ps.accepted) {
+          set_slot(res.plan, s, m);
+          break;
+        }
+      }
+  } else {
+    // Round r tries each product's r-th cheaper mode, for the products no earlier round
+    // moved off f32. `trial` holds what is accepted so far.
+    for (size_t r = 0;; ++r) {
+      std::vector<Slot> todo;
+      std::vector<Precision> mode_of;
+      for (const Slot& s : runs) {
+        const std::vector<Precision> modes = modes_of(s);
+        if (r < modes.size() && slot_mode(trial, s) == Precision::F32) {
+          todo.push_back(s);
+          mode_of.push_back(modes[r]);
+        }
+      }
+      if (todo.empty()) break;
+      // Tries todo[i0, i1) on top of the accepted ones; on failure, each half in turn. Returns
+      // whether the whole range was accepted. A range whose failure is implied (its group
+      // failed and the other half went through whole) is split without a trial of its own.
+      auto descend = [&](auto&& self, size_t i0, size_t i1, bool known_to_fail) -> bool {
+        if (opt.max_passes > 0 && res.passes >= opt.max_passes) {  // the rest stays f32
+          res.pass_budget_spent = true;
+          return false;
+        }
+        if (!known_to_fail) {
+          for (size_t i = i0; i < i1; ++i) set_slot(trial, todo[i], mode_of[i]);
+          GroupTrial gt;
+          gt.products = static_cast<int64_t>(i1 - i0);
+          gt.accepted = measure(gt.rel_err, gt.cosine);
+          res.groups.push_back(gt);
+          if (i1 - i0 == 1) {
+            const Slot& s = todo[i0];
+            res.measured.push_back({s.layer, s.proj, s.product, mode_of[i0], gt.rel_err, gt.cosine, gt.accepted});
+          }
+          if (gt.accepted) {
+            res.plan_rel_err = gt.rel_err;
+            res.plan_cosine = gt.cosine;
+            return true;
+          }
+          for (size_t i = i0; i < i1; ++i) set_slot(trial, todo[i], Precision::F32);
+        }
+        if (i1 - i0 == 1) return false;
+        const size_t mid = i0 + (i1 - i0) / 2;
+        const bool left = self(self, i0, mid, false);
+        self(self, mid, i1, left);
+        return false;
+      };
+      descend(descend, 0, todo.size(), false);
+    }
+    for (const Slot& s : runs) set_slot(res.plan, s, slot_mode(trial, s));
+  }
+  // A recompute the step does not run now (its block's activations are kept) runs when a
+  // later session keeps fewer blocks: it takes its forward product's mode, so that it gives
+  // the activations the forward pass gave.
+  for (const Slot& s : slots)
+    if (never_runs(s) && s.product == FrozenProduct::Recompute && s.proj != Proj::Down)
+      set_slot(res.plan, s, res.plan.at(s.layer, s.proj, FrozenProduct::Forward));
   res.replayed_products = replay.replayed();
   res.computed_products = replay.computed();
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   nlohmann::json measured = nlohmann::json::array();
   for (const ProductSensitivity& ps : res.measured) measured.push_back(sensitivity_json(ps));
+  nlohmann::json plan_err;  // the final plan's own measured error (group search)
+  if (opt.search == CalibrationSearch::Groups)
+    plan_err = {{"rel_err", std::isfinite(res.plan_rel_err) ? nlohmann::json(res.plan_rel_err) : nlohmann::json()},
+                {"cosine", std::isfinite(res.plan_cosine) ? nlohmann::json(res.plan_cosine) : nlohmann::json()}};
   res.plan.calibration = {{"tol", opt.tol},
-                          {"criterion", "rel_err <= tol and cosine >= 1 - tol over all adapter gradients"},
+                          {"search", opt.search == CalibrationSearch::Groups ? "groups" : "each-product"},
+                          {"plan_error", plan_err},
+                          {"group_trials", static_cast<int64_t>(res.groups.size())},
+                          {"max_passes", opt.max_passes},
+                          {"pass_budget_spent", res.pass_budget_spent},
+                          {"criterion", opt.search == CalibrationSearch::Groups
+                                            ? "the whole plan: rel_err <= tol and cosine >= 1 - tol over all adapter gradients"
+                                            : "each product alone: rel_err <= tol and cosine >= 1 - tol over all adapter gradients"},
                           {"tokens", res.tokens},
                           {"supervised", n_sup},
                           {"passes", res.passes},

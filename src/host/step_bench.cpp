@@ -68,7 +68,8 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
   lc.rank = opt.rank;
   lc.alpha = 2.0f * static_cast<float>(opt.rank);
   lc.targets = LoraConfig::parse_targets(opt.targets);
-  const Precision mode = parse_precision(opt.precision);
+  const bool auto_precision = opt.precision == "auto";
+  const Precision mode = auto_precision ? Precision::F32 : parse_precision(opt.precision);
   LoraAdapter adapter = LoraAdapter::init(model.config, lc);
 
   StepBenchResult r;
@@ -77,6 +78,7 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
   mr.rank = opt.rank;
   mr.n_adapter_params = adapter.n_params();
   mr.max_memory = opt.max_memory;
+  mr.budget_rule = opt.max_memory_rule;
   mr.keep_blocks = opt.keep_blocks;
   r.plan = plan_step_memory(model, mr);  // refuses before the engine is built
 
@@ -89,12 +91,33 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
   r.engine_threads = engine->threads();
   r.engine_isa = engine->isa();
 
-  const PrecisionPlan precision = PrecisionPlan::uniform(model.config.n_layer, mode);
+  r.precision = PrecisionPlan::uniform(model.config.n_layer, mode);
+  if (auto_precision) {  // as train does by default, on this run's random tokens
+    const auto t_calib = std::chrono::steady_clock::now();
+    CalibrationOptions co;
+    co.tol = opt.precision_tol;
+    co.max_passes = opt.precision_calib_passes;
+    co.threads = opt.threads;
+    const Batch calib = random_batch(std::min(opt.seq, opt.precision_calib_tokens), model.config.vocab,
+                                     opt.completion_only, 4321);
+    CalibrationResult cr = calibrate_precision(model, *engine, calib, adapter, co);
+    r.precision = std::move(cr.plan);
+    r.calib_passes = cr.passes;
+    r.calib_s = seconds_since(t_calib);
+    if (progress) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "precision auto: calibrated in %.2f s (%lld passes): %lld int8, %lld f16, %lld f32 products",
+                    r.calib_s, static_cast<long long>(cr.passes), static_cast<long long>(r.precision.count(Precision::Int8)),
+                    static_cast<long long>(r.precision.count(Precision::F16)),
+                    static_cast<long long>(r.precision.count(Precision::F32)));
+      progress(buf);
+    }
+  }
   StepOptions so;
   so.threads = opt.threads;
   so.host_threads = opt.host_threads;
   so.memory = &r.plan;
-  so.precision = mode == Precision::F32 ? nullptr : &precision;
+  so.precision = r.precision.all(Precision::F32) ? nullptr : &r.precision;
   TrainStep step(model, *engine, so);
   r.host_threads = opt.host_threads;
   r.arena_bytes = step.arena_bytes();
@@ -181,6 +204,23 @@ std::string format_step_breakdown(const StepBenchResult& r) {
   return out;
 }
 
+std::string format_roofline(const StepBenchResult& r, const PeakRates& peak) {
+  if (!(peak.int8_ops_per_s > 0) || !(peak.f32_flops_per_s > 0)) return "";
+  const StepTiming& m = r.mean;
+  const double at_peak_s = m.frozen_ops_int8 / peak.int8_ops_per_s + m.frozen_ops_float / peak.f32_flops_per_s;
+  char buf[768];
+  std::snprintf(buf, sizeof buf,
+                "roofline: frozen products %.1f G int8 ops + %.1f GFLOP f32 per step; peaks measured now on %d threads: "
+                "int8 %.0f GOP/s (%s), f32 %.0f GFLOP/s (%s)\n"
+                "  at those peaks the products would take %.3f s: %.1f %% of the step (%.3f s), %.1f %% of the engine's "
+                "busy time (%.3f s); achieved %.0f G ops/s over the step\n",
+                m.frozen_ops_int8 / 1e9, m.frozen_ops_float / 1e9, r.engine_threads, peak.int8_ops_per_s / 1e9,
+                peak.int8_isa.c_str(), peak.f32_flops_per_s / 1e9, peak.f32_isa.c_str(), at_peak_s,
+                m.wall_s > 0 ? 100.0 * at_peak_s / m.wall_s : 0.0, m.wall_s, m.frozen_s() > 0 ? 100.0 * at_peak_s / m.frozen_s() : 0.0,
+                m.frozen_s(), m.wall_s > 0 ? (m.frozen_ops_int8 + m.frozen_ops_float) / m.wall_s / 1e9 : 0.0);
+  return buf;
+}
+
 std::string step_bench_json(const StepBenchResult& r, const StepBenchOptions& opt, const std::string& model_path) {
   const StepTiming& m = r.mean;
   const double mib = 1024.0 * 1024.0;
@@ -194,6 +234,12 @@ std::string step_bench_json(const StepBenchResult& r, const StepBenchOptions& op
                       {"engine_isa", r.engine_isa},
                       {"host_threads", r.host_threads},
                       {"precision", opt.precision},
+                      {"precision_counts", {{"int8", r.precision.count(Precision::Int8)},
+                                            {"f16", r.precision.count(Precision::F16)},
+                                            {"f32", r.precision.count(Precision::F32)}}},
+                      {"calib_s", r.calib_s},
+                      {"frozen_ops_int8", m.frozen_ops_int8},
+                      {"frozen_ops_f32", m.frozen_ops_float},
                       {"steps", static_cast<int64_t>(r.steps.size())},
                       {"step_s", m.wall_s},
                       {"tokens_per_s", r.tokens_per_s},

@@ -24,10 +24,13 @@ TimedEngine::~TimedEngine() {
   monitor_.join();
 }
 
-void TimedEngine::record(EngineTicket t, Kind k) {
+void TimedEngine::record(EngineTicket t, Kind k, WeightHandle h, int64_t T, Precision p) {
   const StepClockPoint now = std::chrono::steady_clock::now();
+  // One multiply-add per weight and token, counted as two operations.
+  const double ops = 2.0 * static_cast<double>(T) * static_cast<double>(inner_.rows(h)) * static_cast<double>(inner_.cols(h));
   {
     std::unique_lock<std::mutex> lk(mu_);
+    (p == Precision::Int8 ? ops_int8_ : ops_float_) += ops;
     // The ring is far larger than the products a step keeps in flight; if it ever fills,
     // wait for the monitor rather than overwrite.
     cv_.wait(lk, [&] { return pushed_ - stamped_ < kRing; });
@@ -39,13 +42,13 @@ void TimedEngine::record(EngineTicket t, Kind k) {
 
 EngineTicket TimedEngine::submit_forward(WeightHandle h, const float* X, int64_t T, float* Y, Precision p) {
   const EngineTicket t = inner_.submit_forward(h, X, T, Y, p);
-  record(t, recomputing_ ? Recompute : Forward);
+  record(t, recomputing_ ? Recompute : Forward, h, T, p);
   return t;
 }
 
 EngineTicket TimedEngine::submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX, Precision p) {
   const EngineTicket t = inner_.submit_input_grad(h, dY, T, dX, p);
-  record(t, InputGrad);
+  record(t, InputGrad, h, T, p);
   return t;
 }
 
@@ -84,6 +87,8 @@ void TimedEngine::collect(StepTiming& t) {
   t.frozen_recompute_s = busy_[Recompute];
   t.frozen_input_grad_s = busy_[InputGrad];
   t.products = products_;
+  t.frozen_ops_int8 = ops_int8_;
+  t.frozen_ops_float = ops_float_;
 }
 
 void TimedEngine::reset() {
@@ -91,6 +96,7 @@ void TimedEngine::reset() {
   cv_.wait(lk, [&] { return stamped_ == pushed_; });
   busy_.fill(0);
   products_ = 0;
+  ops_int8_ = ops_float_ = 0;
 }
 
 }  // namespace nl

@@ -111,7 +111,7 @@ class TimedEngine final : public FrozenEngine {
   };
   static constexpr size_t kRing = 1024;
 
-  void record(EngineTicket t, Kind k);
+  void record(EngineTicket t, Kind k, WeightHandle h, int64_t T, Precision p);
   void monitor_main();
 
   FrozenEngine& inner_;
@@ -124,6 +124,7 @@ class TimedEngine final : public FrozenEngine {
   uint64_t pushed_ = 0, stamped_ = 0;  // records submitted / completed (under mu_)
   std::array<double, kKinds> busy_{};  // under mu_
   int64_t products_ = 0;               // under mu_
+  double ops_int8_ = 0, ops_float_ = 0;  // under mu_: operations submitted, by arithmetic
   StepClockPoint last_done_{};         // monitor thread only
   bool stop_ = false;
   std::thread monitor_;

@@ -60,6 +60,7 @@ struct Trainer::Impl {
     mr.rank = adapter.cfg.rank;
     mr.n_adapter_params = adapter.n_params();
     mr.max_memory = c.max_memory;
+    mr.budget_rule = c.max_memory_rule;
     memory = plan_step_memory(model, mr);
     EngineOptions eo;
     eo.threads = cfg.threads;
@@ -192,6 +193,8 @@ void Trainer::set_precision(const PrecisionPlan& plan) {
 }
 
 const PrecisionPlan& Trainer::precision() const { return impl_->precision; }
+const FrozenEngine& Trainer::engine() const { return *impl_->engine; }
+const LoraConfig& Trainer::lora_config() const { return impl_->adapter.cfg; }
 
 CalibrationResult Trainer::calibrate_precision(const CalibrationOptions& opt, int64_t max_tokens) {
   Impl& I = *impl_;

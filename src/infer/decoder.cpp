@@ -1,17 +1,38 @@
+// The decoder on the frozen engine (decoder.h). Per block of new tokens (a prompt chunk, or
+// the one token of a decode step):
+//   RMSNorm ─► Q, K, V = engine products (+ bias, + LoRA)  ─► Q/K norm ─► RoPE
+//   ─► K, V appended to the cache (f16 or f32) ─► attention over the cache
+//   ─► O = engine product (+ LoRA) ─► residual
+//   ─► RMSNorm ─► gate, up = engine products (+ LoRA) ─► SwiGLU ─► down (+ LoRA) ─► residual
+// then the final norm and the output head on the rows whose logits are wanted. The host ops
+// are the training step's (src/host/ops*.cpp) where they fit; attention over the cache is
+// cached_attention.h. Products are submitted together where they share their input (Q, K,
+// V; gate, up), so the engine runs them back to back.
 #include "nightlora/infer/decoder.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "adapter_fit.h"
+#include "cached_attention.h"
+#include "host/ops.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/thread_pool.h"
 #include "rope.h"
-#include "row_matmul.h"
 
 namespace nl {
+
+const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+
+KvType parse_kv_type(const std::string& s) {
+  if (s == "f16") return KvType::F16;
+  if (s == "f32") return KvType::F32;
+  fail("kv type '" + s + "'", "unknown KV cache type", "use f16 or f32");
+}
+
 namespace {
 
 // Norm weights and biases are small vectors: kept as f32 whatever their stored type.
@@ -22,106 +43,219 @@ std::vector<float> to_floats(const TensorView& t) {
   return v;
 }
 
-// y = x / sqrt(mean(x²) + eps) * w over n values; the mean is summed in double as llama.cpp does.
-void rms_norm(const float* x, const float* w, float eps, int64_t n, float* y) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
-}
-
 struct LayerVectors {
   std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
 };
 
-// Per-layer KV cache: positions x kv_dim, for keys (after RoPE) and values.
-struct LayerCache {
-  std::vector<float> k, v;
-};
+// Grows v to at least n elements (never shrinks: buffers are reused across forwards).
+template <class T>
+void grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+EngineOptions engine_options(const DecoderOptions& opt) {
+  EngineOptions e;
+  e.backend = opt.backend;
+  e.threads = opt.threads;
+  return e;
+}
 
 }  // namespace
 
 struct Decoder::Impl {
   const Model& model;
   const ModelConfig& c;
+  DecoderOptions opt;
+  std::unique_ptr<FrozenEngine> owned;  // null when borrowed
+  FrozenEngine& engine;
   ThreadPool pool;
+  const infer::AttentionKernels& attn = infer::attention_kernels();
   Rope rope;
   int64_t max_ctx = 0;
   int64_t n_past = 0;
-  int64_t capacity = 0;  // positions the caches currently hold room for
+  int64_t capacity = 0;  // positions the cache holds room for
   const LoraAdapter* lora = nullptr;
   std::vector<LayerVectors> vecs;
   std::vector<float> out_norm;
-  std::vector<LayerCache> cache;
+  // KV cache, per layer: positions x kv_dim keys (after RoPE) and values, as f16 bits
+  // (k16, v16) or floats (k32, v32) depending on opt.kv_type.
+  std::vector<std::vector<uint16_t>> k16, v16;
+  std::vector<std::vector<float>> k32, v32;
+  // Activations of one block of new tokens (grown to the largest block seen).
+  std::vector<float> x, h, q, k, v, att, tmp, g, u, rstd, cosv, sinv, z, logits_in;
+  std::vector<std::vector<float>> attn_scratch;  // per pool worker
 
-  Impl(const Model& m, const DecoderOptions& opt)
-      : model(m), c(m.config), pool(opt.threads), rope(m.config) {
+  Impl(const Model& m, std::unique_ptr<FrozenEngine> own, FrozenEngine& e, const DecoderOptions& o)
+      : model(m),
+        c(m.config),
+        opt(o),
+        owned(std::move(own)),
+        engine(e),
+        pool(o.threads > 0 ? o.threads : e.threads()),
+        rope(m.config) {
+    if (opt.prefill_chunk <= 0) fail("decoder", "prefill_chunk must be positive");
+    if (c.n_kv_head <= 0 || c.n_head % c.n_kv_head != 0 || c.n_head / c.n_kv_head > 64)
+      fail(m.source_path, "attention heads (" + std::to_string(c.n_head) + " query, " + std::to_string(c.n_kv_head) +
+                              " key/value) are not a supported grouping",
+           "the decoder supports up to 64 query heads per key/value head");
     max_ctx = opt.max_context > 0 ? opt.max_context : c.context;
+    check_engine_fits();
     for (const LayerWeights& l : m.weights.layers)
       vecs.push_back({to_floats(l.attn_norm), to_floats(l.ffn_norm), to_floats(l.bq), to_floats(l.bk),
                       to_floats(l.bv), to_floats(l.q_norm), to_floats(l.k_norm)});
     out_norm = to_floats(m.weights.output_norm);
-    cache.resize(static_cast<size_t>(c.n_layer));
+    const size_t L = static_cast<size_t>(c.n_layer);
+    if (opt.kv_type == KvType::F16) k16.resize(L), v16.resize(L);
+    else k32.resize(L), v32.resize(L);
+    attn_scratch.resize(static_cast<size_t>(pool.size()));
+    // Given a context, the cache is sized for it once; otherwise it grows as it fills.
+    if (opt.max_context > 0) reserve(max_ctx);
+  }
+
+  // A borrowed engine must hold this model's matrices.
+  void check_engine_fits() const {
+    auto check = [&](WeightHandle hnd, const TensorView& w, const std::string& what) {
+      if (engine.rows(hnd) != w.rows() || engine.cols(hnd) != w.cols())
+        fail("decoder", what + " is " + std::to_string(engine.rows(hnd)) + " x " + std::to_string(engine.cols(hnd)) +
+                            " in the engine, " + std::to_string(w.rows()) + " x " + std::to_string(w.cols()) +
+                            " in the model",
+             "give the decoder the engine made for this model");
+    };
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      for (int p = 0; p < kNumProj; ++p)
+        check(engine.handle(l, static_cast<Proj>(p)), model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p)),
+              "layer " + std::to_string(l) + " " + proj_name(static_cast<Proj>(p)));
+    const TensorView& head = model.weights.output.present() ? model.weights.output : model.weights.tok_embd;
+    check(engine.output_handle(), head, "the output head");
   }
 
   void reserve(int64_t positions) {
     if (positions <= capacity) return;
     const int64_t cap = std::min(max_ctx, std::max(positions, capacity * 2));
-    for (LayerCache& lc : cache) {
-      lc.k.resize(static_cast<size_t>(cap * c.kv_dim()));
-      lc.v.resize(static_cast<size_t>(cap * c.kv_dim()));
+    const size_t n = static_cast<size_t>(cap * c.kv_dim());
+    for (size_t l = 0; l < static_cast<size_t>(c.n_layer); ++l) {
+      if (opt.kv_type == KvType::F16) k16[l].resize(n), v16[l].resize(n);
+      else k32[l].resize(n), v32[l].resize(n);
     }
     capacity = cap;
   }
 
-  // out (T x rows) = in·Wᵀ (+ bias) (+ LoRA) for projection p of layer l.
-  void project(int64_t l, Proj p, const float* in, int64_t T, float* out, const std::vector<float>& bias) {
-    const TensorView& w = model.weights.layers[static_cast<size_t>(l)].proj(p);
-    const int64_t rows = w.rows(), cols = w.cols();
-    matmul_rows(w, in, T, out, pool);
-    if (!bias.empty())
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t r = 0; r < rows; ++r) out[t * rows + r] += bias[static_cast<size_t>(r)];
+  size_t kv_bytes() const {
+    const size_t elem = opt.kv_type == KvType::F16 ? 2 : 4;
+    return static_cast<size_t>(capacity * c.kv_dim() * c.n_layer) * 2 * elem;
+  }
+
+  void size_buffers(int64_t T) {
+    const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff;
+    for (auto* b : {&x, &h, &tmp}) grow(*b, T * d);
+    for (auto* b : {&q, &att}) grow(*b, T * qd);
+    for (auto* b : {&k, &v}) grow(*b, T * kvd);
+    for (auto* b : {&g, &u}) grow(*b, T * ff);
+    grow(rstd, T * std::max(c.n_head, c.n_kv_head));
+    grow(cosv, T * rope.n_pairs());
+    grow(sinv, T * rope.n_pairs());
+  }
+
+  // The LoRA branch of projection p of layer l, added to out (T x rows).
+  void add_lora(int64_t l, Proj p, const float* in, int64_t T, float* out) {
     if (!lora) return;
     const LoraPair& pair = lora->at(l, p);
     if (!pair.enabled) return;
-    const int64_t rank = static_cast<int64_t>(pair.A.size()) / cols;
-    const float scale = lora->cfg.scale();
-    std::vector<float> xa(static_cast<size_t>(T * rank));  // x·Aᵀ
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t k = 0; k < rank; ++k) xa[t * rank + k] = dot(pair.A.data() + k * cols, in + t * cols, cols);
-    pool.parallel_ranges(rows, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        for (int64_t t = 0; t < T; ++t) out[t * rows + r] += scale * dot(xa.data() + t * rank, pair.B.data() + r * rank, rank);
-    });
+    const int64_t rank = lora->cfg.rank;
+    const LoraBranch br{pair.A.data(), pair.B.data(), rank, pair.in, pair.out, lora->cfg.scale(), 0.0f, 0};
+    grow(z, T * rank);
+    lora_down(br, in, T, z.data(), pool);
+    lora_up_add(br, z.data(), T, out, pool);
   }
 
-  // Causal attention of the T new queries over the cache (which already holds their keys).
-  void attend(int64_t l, const float* q, int64_t T, float* out) {
-    const int64_t hd = c.head_dim, kvd = c.kv_dim(), group = c.n_head / c.n_kv_head;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const LayerCache& lc = cache[static_cast<size_t>(l)];
-    pool.parallel_ranges(T * c.n_head, [&](int64_t i0, int64_t i1) {
-      std::vector<float> score(static_cast<size_t>(n_past + T));
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = i / c.n_head, h = i % c.n_head, kvh = h / group;
-        const int64_t n_keys = n_past + t + 1;
-        const float* qh = q + t * c.q_dim() + h * hd;
-        float mx = -INFINITY;
-        for (int64_t s = 0; s < n_keys; ++s) {
-          score[s] = dot(qh, lc.k.data() + s * kvd + kvh * hd, hd) * scale;
-          mx = std::max(mx, score[s]);
-        }
-        float sum = 0;
-        for (int64_t s = 0; s < n_keys; ++s) sum += score[s] = std::exp(score[s] - mx);
-        float* o = out + t * c.q_dim() + h * hd;
-        std::fill(o, o + hd, 0.0f);
-        for (int64_t s = 0; s < n_keys; ++s) {
-          const float p = score[s] / sum;
-          const float* vs = lc.v.data() + s * kvd + kvh * hd;
-          for (int64_t e = 0; e < hd; ++e) o[e] += p * vs[e];
-        }
+  // Submits out = in·Wᵀ for projection p of layer l (the engine runs it; wait before use).
+  EngineTicket submit(int64_t l, Proj p, const float* in, int64_t T, float* out) {
+    return engine.submit_forward(engine.handle(l, p), in, T, out, opt.precision);
+  }
+
+  // Tokens [0, T) of the block at positions n_past .. n_past + T - 1: through every layer.
+  void run_layers(std::span<const int32_t> tokens) {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff, hd = c.head_dim;
+    size_buffers(T);
+    embedding_forward(model.weights.tok_embd, tokens.data(), T, x.data(), pool);
+    const int64_t half = rope.n_pairs();
+    for (int64_t t = 0; t < T; ++t) rope.angles(n_past + t, cosv.data() + t * half, sinv.data() + t * half);
+
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      const LayerVectors& lv = vecs[static_cast<size_t>(l)];
+      rmsnorm_forward(x.data(), lv.attn_norm.data(), T, d, c.rms_eps, h.data(), rstd.data(), pool);
+      submit(l, Proj::Q, h.data(), T, q.data());
+      submit(l, Proj::K, h.data(), T, k.data());
+      engine.wait(submit(l, Proj::V, h.data(), T, v.data()));
+      if (!lv.bq.empty()) add_bias(q.data(), lv.bq.data(), T, qd);
+      if (!lv.bk.empty()) add_bias(k.data(), lv.bk.data(), T, kvd);
+      if (!lv.bv.empty()) add_bias(v.data(), lv.bv.data(), T, kvd);
+      add_lora(l, Proj::Q, h.data(), T, q.data());
+      add_lora(l, Proj::K, h.data(), T, k.data());
+      add_lora(l, Proj::V, h.data(), T, v.data());
+      if (c.qk_norm) {  // qwen3: RMSNorm of each head before RoPE (in place: rows of hd)
+        rmsnorm_forward(q.data(), lv.q_norm.data(), T * c.n_head, hd, c.rms_eps, q.data(), rstd.data(), pool);
+        rmsnorm_forward(k.data(), lv.k_norm.data(), T * c.n_kv_head, hd, c.rms_eps, k.data(), rstd.data(), pool);
       }
+      parallel_rows(pool, T, 16, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          rope.rotate(q.data() + t * qd, c.n_head, cosv.data() + t * half, sinv.data() + t * half);
+          rope.rotate(k.data() + t * kvd, c.n_kv_head, cosv.data() + t * half, sinv.data() + t * half);
+        }
+      });
+      store_kv(l, T);
+      attend(l, T);
+      engine.wait(submit(l, Proj::O, att.data(), T, tmp.data()));
+      add_lora(l, Proj::O, att.data(), T, tmp.data());
+      add_inplace(x.data(), tmp.data(), T * d);
+
+      rmsnorm_forward(x.data(), lv.ffn_norm.data(), T, d, c.rms_eps, h.data(), rstd.data(), pool);
+      submit(l, Proj::Gate, h.data(), T, g.data());
+      engine.wait(submit(l, Proj::Up, h.data(), T, u.data()));
+      add_lora(l, Proj::Gate, h.data(), T, g.data());
+      add_lora(l, Proj::Up, h.data(), T, u.data());
+      swiglu_forward(g.data(), u.data(), g.data(), T * ff, pool);
+      engine.wait(submit(l, Proj::Down, g.data(), T, tmp.data()));
+      add_lora(l, Proj::Down, g.data(), T, tmp.data());
+      add_inplace(x.data(), tmp.data(), T * d);
+    }
+  }
+
+  // The block's keys and values into the cache at positions n_past .. n_past + T - 1.
+  void store_kv(int64_t l, int64_t T) {
+    const int64_t kvd = c.kv_dim();
+    const size_t L = static_cast<size_t>(l);
+    if (opt.kv_type == KvType::F32) {
+      std::copy(k.begin(), k.begin() + T * kvd, k32[L].begin() + n_past * kvd);
+      std::copy(v.begin(), v.begin() + T * kvd, v32[L].begin() + n_past * kvd);
+      return;
+    }
+    attn.to_halves(k.data(), T * kvd, k16[L].data() + n_past * kvd);
+    attn.to_halves(v.data(), T * kvd, v16[L].data() + n_past * kvd);
+  }
+
+  void attend(int64_t l, int64_t T) {
+    const size_t L = static_cast<size_t>(l);
+    const bool f16 = opt.kv_type == KvType::F16;
+    const infer::CachedAttention a{q.data(),
+                                   T,
+                                   n_past,
+                                   c.n_head,
+                                   c.n_kv_head,
+                                   c.head_dim,
+                                   1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                                   opt.kv_type,
+                                   f16 ? static_cast<const void*>(k16[L].data()) : k32[L].data(),
+                                   f16 ? static_cast<const void*>(v16[L].data()) : v32[L].data(),
+                                   att.data()};
+    const int64_t scratch = infer::cached_attention_scratch(c.n_head, c.n_kv_head, n_past + T, c.head_dim);
+    for (auto& s : attn_scratch) grow(s, scratch);
+    const int64_t n_blocks = (T + infer::kMaxQueryBlock - 1) / infer::kMaxQueryBlock;
+    pool.parallel_for(n_blocks * c.n_kv_head, [&](int64_t i, int worker) {
+      const int64_t t0 = i / c.n_kv_head * infer::kMaxQueryBlock;
+      attn.task(a, t0, std::min(T, t0 + infer::kMaxQueryBlock), i % c.n_kv_head,
+                attn_scratch[static_cast<size_t>(worker)].data());
     });
   }
 
@@ -137,82 +271,37 @@ struct Decoder::Impl {
         fail("decoder", "token id " + std::to_string(id) + " is outside the vocabulary (0.." + std::to_string(c.vocab - 1) + ")");
     reserve(n_past + T);
 
-    const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff, hd = c.head_dim;
-    std::vector<float> x(T * d), h(T * d), q(T * qd), k(T * kvd), v(T * kvd), att(T * qd), tmp(T * d), g(T * ff),
-        u(T * ff);
-    const TensorView& embd = model.weights.tok_embd;
-    for (int64_t t = 0; t < T; ++t) dequantize_row(embd.type, embd.row(tokens[t]), x.data() + t * d, d);
-
-    const int64_t half = rope.n_pairs();
-    std::vector<float> cosv(T * half), sinv(T * half);
-    for (int64_t t = 0; t < T; ++t) rope.angles(n_past + t, cosv.data() + t * half, sinv.data() + t * half);
-
-    for (int64_t l = 0; l < c.n_layer; ++l) {
-      const LayerVectors& lv = vecs[static_cast<size_t>(l)];
-      for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, lv.attn_norm.data(), c.rms_eps, d, h.data() + t * d);
-      project(l, Proj::Q, h.data(), T, q.data(), lv.bq);
-      project(l, Proj::K, h.data(), T, k.data(), lv.bk);
-      project(l, Proj::V, h.data(), T, v.data(), lv.bv);
-      for (int64_t t = 0; t < T; ++t) {
-        float* qt = q.data() + t * qd;
-        float* kt = k.data() + t * kvd;
-        if (c.qk_norm) {  // qwen3: RMSNorm of each head before RoPE
-          for (int64_t hh = 0; hh < c.n_head; ++hh) rms_norm(qt + hh * hd, lv.q_norm.data(), c.rms_eps, hd, qt + hh * hd);
-          for (int64_t hh = 0; hh < c.n_kv_head; ++hh) rms_norm(kt + hh * hd, lv.k_norm.data(), c.rms_eps, hd, kt + hh * hd);
-        }
-        rope.rotate(qt, c.n_head, cosv.data() + t * half, sinv.data() + t * half);
-        rope.rotate(kt, c.n_kv_head, cosv.data() + t * half, sinv.data() + t * half);
-        LayerCache& lc = cache[static_cast<size_t>(l)];
-        std::copy(kt, kt + kvd, lc.k.begin() + (n_past + t) * kvd);
-        std::copy(v.data() + t * kvd, v.data() + (t + 1) * kvd, lc.v.begin() + (n_past + t) * kvd);
-      }
-      attend(l, q.data(), T, att.data());
-      project(l, Proj::O, att.data(), T, tmp.data(), {});
-      for (int64_t i = 0; i < T * d; ++i) x[i] += tmp[i];
-
-      for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, lv.ffn_norm.data(), c.rms_eps, d, h.data() + t * d);
-      project(l, Proj::Gate, h.data(), T, g.data(), {});
-      project(l, Proj::Up, h.data(), T, u.data(), {});
-      for (int64_t i = 0; i < T * ff; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];  // SwiGLU
-      project(l, Proj::Down, g.data(), T, tmp.data(), {});
-      for (int64_t i = 0; i < T * d; ++i) x[i] += tmp[i];
+    const int64_t d = c.d_model;
+    std::vector<float> logits(static_cast<size_t>((all_logits ? T : 1) * c.vocab));
+    for (int64_t t0 = 0; t0 < T; t0 += opt.prefill_chunk) {
+      const int64_t n = std::min(opt.prefill_chunk, T - t0);
+      run_layers(tokens.subspan(static_cast<size_t>(t0), static_cast<size_t>(n)));
+      n_past += n;
+      // The final norm and the head for the rows whose logits are wanted: every row of the
+      // chunk, or the prompt's last one.
+      const int64_t first = all_logits ? 0 : (t0 + n == T ? n - 1 : n);
+      if (first == n) continue;
+      grow(logits_in, (n - first) * d);
+      rmsnorm_forward(x.data() + first * d, out_norm.data(), n - first, d, c.rms_eps, logits_in.data(), rstd.data(),
+                      pool);
+      float* out = logits.data() + (all_logits ? t0 + first : 0) * c.vocab;
+      engine.forward(engine.output_handle(), logits_in.data(), n - first, out, opt.precision);
     }
-
-    const int64_t first = all_logits ? 0 : T - 1, n_out = T - first;
-    for (int64_t t = first; t < T; ++t)
-      rms_norm(x.data() + t * d, out_norm.data(), c.rms_eps, d, h.data() + (t - first) * d);
-    std::vector<float> logits(static_cast<size_t>(n_out * c.vocab));
-    matmul_rows(model.weights.output, h.data(), n_out, logits.data(), pool);
-    n_past += T;
     return logits;
   }
 };
 
-Decoder::Decoder(const Model& model, const DecoderOptions& opt) : impl_(std::make_unique<Impl>(model, opt)) {}
+Decoder::Decoder(const Model& model, const DecoderOptions& opt) {
+  std::unique_ptr<FrozenEngine> e = make_engine(model, engine_options(opt));
+  FrozenEngine& ref = *e;
+  impl_ = std::make_unique<Impl>(model, std::move(e), ref, opt);
+}
+Decoder::Decoder(const Model& model, FrozenEngine& engine, const DecoderOptions& opt)
+    : impl_(std::make_unique<Impl>(model, nullptr, engine, opt)) {}
 Decoder::~Decoder() = default;
 
 void Decoder::set_adapter(const LoraAdapter* a) {
-  if (a) {
-    const ModelConfig& c = impl_->c;
-    const std::string where = "adapter";
-    if (a->n_layer != c.n_layer || a->pairs.size() != static_cast<size_t>(c.n_layer * kNumProj))
-      fail(where, "has " + std::to_string(a->n_layer) + " layers, the model " + std::to_string(c.n_layer),
-           "use an adapter trained for this model");
-    for (int64_t l = 0; l < c.n_layer; ++l)
-      for (int p = 0; p < kNumProj; ++p) {
-        const LoraPair& pair = a->at(l, static_cast<Proj>(p));
-        if (!pair.enabled) continue;
-        const TensorView& w = impl_->model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p));
-        const int64_t rank = a->cfg.rank;
-        if (rank <= 0 || pair.in != w.cols() || pair.out != w.rows() ||
-            pair.A.size() != static_cast<size_t>(rank * w.cols()) || pair.B.size() != static_cast<size_t>(w.rows() * rank))
-          fail(where, "layer " + std::to_string(l) + " projection " + proj_name(static_cast<Proj>(p)) + ": shapes (in " +
-                          std::to_string(pair.in) + ", out " + std::to_string(pair.out) + ", rank " +
-                          std::to_string(rank) + ") do not fit the model's " + std::to_string(w.rows()) + " x " +
-                          std::to_string(w.cols()) + " weight",
-               "use an adapter trained for this model");
-      }
-  }
+  if (a) check_adapter_fits(impl_->model, *a);
   impl_->lora = a;
 }
 
@@ -229,5 +318,8 @@ void Decoder::truncate(int64_t n) {
   impl_->n_past = n;
 }
 const Model& Decoder::model() const { return impl_->model; }
+const DecoderOptions& Decoder::options() const { return impl_->opt; }
+FrozenEngine& Decoder::engine() { return impl_->engine; }
+size_t Decoder::kv_cache_bytes() const { return impl_->kv_bytes(); }
 
 }  // namespace nl

@@ -1,6 +1,7 @@
 #include "nightlora/infer/generate.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
@@ -10,9 +11,15 @@ namespace nl {
 GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<int32_t>& prompt,
                         const GenerateOptions& opt, const OnToken& on_token) {
   if (prompt.empty()) fail("generate", "the prompt has no tokens", "give a prompt, or a model with a BOS token");
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
   decoder.reset();
   GenerateResult res;
+  const Clock::time_point t_prompt = Clock::now();
   std::vector<float> logits = decoder.forward(prompt);
+  res.prompt_tokens = static_cast<int64_t>(prompt.size());
+  res.prompt_s = seconds_since(t_prompt);
+  const Clock::time_point t_decode = Clock::now();
   for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
     std::span<const float> choices(logits);
     if (opt.vocab_limit > 0 && static_cast<size_t>(opt.vocab_limit) < choices.size())
@@ -28,7 +35,9 @@ GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<in
     if (decoder.n_past() >= decoder.max_context()) break;
     const int32_t one[1] = {id};
     logits = decoder.forward(one);
+    ++res.decoded_tokens;
   }
+  res.decode_s = seconds_since(t_decode);
   return res;
 }
 

@@ -111,6 +111,8 @@ class FileSource : public TemperatureSource {
 // Runs `sh -c command` with a deadline, returning its stdout (or nothing on failure/timeout).
 // A sensor command that hangs must not hang the training job with it.
 std::optional<std::string> run_with_deadline(const std::string& command, double timeout_s, std::string* problem) {
+  // Android has no /bin/sh; its shell is /system/bin/sh (the static arm64 build runs there).
+  const char* shell = ::access("/bin/sh", X_OK) == 0 ? "/bin/sh" : "/system/bin/sh";
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     *problem = "cannot create a pipe";
@@ -128,7 +130,7 @@ std::optional<std::string> run_with_deadline(const std::string& command, double 
     ::dup2(fds[1], 1);
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull >= 0) ::dup2(devnull, 0);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::execl(shell, "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::setpgid(pid, pid);

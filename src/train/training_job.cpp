@@ -18,6 +18,7 @@
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
+#include "nightlora/host/memory_budget.h"
 #include "nightlora/host/memory_plan.h"
 #include "nightlora/host/step_timing.h"
 #include "nightlora/host/trainer.h"
@@ -220,7 +221,13 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   tc.threads = a.threads;
   tc.engine = a.engine;
   tc.host_threads = a.host_threads;
-  if (!a.max_memory.empty()) tc.max_memory = parse_memory_size(a.max_memory);
+  if (!a.max_memory.empty()) {
+    tc.max_memory = parse_memory_size(a.max_memory);
+  } else {
+    const MemoryBudget budget = default_memory_budget(read_memory_state(), a.background);
+    tc.max_memory = budget.bytes;
+    tc.max_memory_rule = budget.rule;
+  }
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;

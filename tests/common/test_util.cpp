@@ -11,6 +11,14 @@
 
 namespace nltest {
 
+namespace {
+// `--precision auto` (train's default) reuses plans from a user cache (plan_cache.h). A test's
+// outcome must not depend on what earlier runs left there, so every test process (and the CLI
+// runs it starts, which inherit the environment) runs with the cache off unless the caller
+// set NIGHTLORA_CACHE_DIR; the cache's own tests name a folder with --plan-cache.
+const bool plan_cache_off_in_tests = setenv("NIGHTLORA_CACHE_DIR", "off", 0) == 0;
+}  // namespace
+
 fs::path source_dir() { return fs::path(NL_SOURCE_DIR); }
 
 fs::path shared_models_dir() {

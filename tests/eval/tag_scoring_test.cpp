@@ -94,6 +94,65 @@ TEST(TagScoring, MatchesFullForwardWithAnAdapter) {
             nl::score_lamp2_tags(plain, *model->tokenizer, prompt).logprob);
 }
 
+// One scorer over many prompts (the cache kept between them, as lamp2-eval runs) gives the
+// same bits as a fresh decoder per prompt, and really reuses the shared instruction.
+TEST(TagScoring, CacheKeptAcrossPromptsChangesNoScore) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  const std::vector<std::string> prompts = {
+      nl::lamp2_prompt("a happy story about a dog"),
+      nl::lamp2_prompt("a sad story about a cat"),
+      nl::lamp2_prompt("a sad story about a cat"),  // the same prompt again: all of it is cached
+      nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}}),  // retrieval first
+      nl::lamp2_prompt("a little story about a robot"),
+  };
+  nl::Decoder kept(*model, two_threads());
+  nl::CompletionScorer scorer(kept, tok);
+  for (const std::string& p : prompts) {
+    const nl::CompletionScores a = scorer.score_lamp2_tags(p);
+    nl::Decoder fresh(*model, two_threads());
+    const nl::CompletionScores b = nl::score_lamp2_tags(fresh, tok, p);
+    EXPECT_EQ(a.logprob, b.logprob) << p;  // bit for bit
+    EXPECT_EQ(a.n_tokens, b.n_tokens);
+    EXPECT_EQ(a.best, b.best);
+  }
+  // The four instruction-first prompts share well over 100 tokens with the one before.
+  EXPECT_GT(scorer.tokens_reused(), 300) << "the cache was not reused";
+  // forget() drops the cache: the whole prompt runs again.
+  const int64_t run_before = scorer.tokens_run();
+  scorer.forget();
+  scorer.score_lamp2_tags(prompts[0]);
+  EXPECT_GE(scorer.tokens_run() - run_before,
+            static_cast<int64_t>(tok.encode(prompts[0], tok.add_bos_default(), true).size()));
+}
+
+// Tags that begin with the same tokens share their forwards (visited as a tree): each tag's
+// score is still the very number it gets scored alone, and fewer tokens run than one
+// continuation per tag.
+TEST(TagScoring, SharedTagBeginningsChangeNoScore) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  nl::Decoder dec(*model, two_threads());
+  for (const std::string& prompt : {nl::lamp2_prompt("a happy story about a dog"),
+                                    nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}})}) {
+    nl::CompletionScorer scorer(dec, tok);
+    const nl::CompletionScores all = scorer.score_lamp2_tags(prompt);
+    int64_t one_each = 0;  // continuation tokens without sharing: every tag's but its last
+    for (size_t i = 0; i < 15; ++i) {
+      nl::Decoder alone_dec(*model, two_threads());
+      const nl::CompletionScores alone =
+          nl::score_completions(alone_dec, tok, prompt, {nl::lamp2_completion(nl::lamp2_tags()[i])});
+      EXPECT_EQ(all.logprob[i], alone.logprob[0]) << nl::lamp2_tags()[i];  // bit for bit
+      EXPECT_EQ(all.n_tokens[i], alone.n_tokens[0]);
+      one_each += all.n_tokens[i] - 1;
+    }
+    const int64_t prompt_tokens = static_cast<int64_t>(tok.encode(prompt, tok.add_bos_default(), true).size());
+    EXPECT_LT(scorer.tokens_run(), prompt_tokens + one_each) << "no continuation token was shared";
+  }
+}
+
 TEST(TagScoring, CompletionThatAddsNothingIsAnError) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   std::unique_ptr<nl::Model> model = nl::Model::load(path.string());

@@ -81,8 +81,11 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
   // The 1% below compares a run that really used int8 products.
   EXPECT_GT(plan.count(nl::Precision::Int8), 0) << plan.table();
   ASSERT_TRUE(plan.calibration.is_object());
-  EXPECT_EQ(plan.calibration["measured"].size() + 2, plan.calibration["passes"].get<size_t>());
-  EXPECT_EQ(plan.calibration["tol"], 0.02);
+  EXPECT_EQ(plan.calibration["search"], "groups");
+  EXPECT_EQ(plan.calibration["group_trials"].get<size_t>() + 2, plan.calibration["passes"].get<size_t>());
+  ASSERT_TRUE(plan.calibration["plan_error"].is_object());
+  EXPECT_LE(plan.calibration["plan_error"]["rel_err"].get<double>(), 0.05);
+  EXPECT_EQ(plan.calibration["tol"], 0.05);
   auto stored = checkpoint_plan(td / "auto");
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(stored->modes, plan.modes);
@@ -150,6 +153,47 @@ TEST(PrecisionCli, ResumeReusesTheStoredPlanAndEndsByteIdentical) {
   auto other = run_cli(resume_test::train_args(model, out, 6, "--save-every 2 --save-every-sec 0 --precision f16"));
   EXPECT_NE(other.rc, 0);
   EXPECT_NE(other.err.find("--precision"), std::string::npos) << other.err;
+}
+
+// auto is the default, and a second run of the same model, engine and adapter shape takes the
+// plan from the cache instead of recalibrating (the tests turn the user cache off; these runs
+// name their own).
+TEST(PrecisionCli, AutoIsTheDefaultAndLaterRunsTakeThePlanFromTheCache) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir td;
+  const std::string cache = " --plan-cache " + shq((td / "cache").string());
+  auto first = run_cli(resume_test::train_args(model, td / "a", 2, "--precision-calib-tokens 64" + cache));
+  ASSERT_EQ(first.rc, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("calibration: "), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("precision plan (auto)"), std::string::npos) << first.out;
+  ASSERT_EQ(std::distance(fs::directory_iterator(td / "cache/precision-plans"), fs::directory_iterator()), 1);
+
+  auto second = run_cli(resume_test::train_args(model, td / "b", 2, "--precision-calib-tokens 64" + cache));
+  ASSERT_EQ(second.rc, 0) << second.out << second.err;
+  EXPECT_EQ(second.out.find("calibration: "), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("from the cache"), std::string::npos) << second.out;
+  EXPECT_EQ(read_plan(td / "b", 5).modes, read_plan(td / "a", 5).modes);
+
+  // Another calibration setting is another key; off recalibrates; a damaged entry is
+  // recalibrated (and rewritten) with a line saying so, never an error.
+  auto other = run_cli(resume_test::train_args(model, td / "c", 2, "--precision-calib-tokens 32" + cache));
+  ASSERT_EQ(other.rc, 0) << other.out << other.err;
+  EXPECT_NE(other.out.find("calibration: "), std::string::npos) << other.out;
+  auto off = run_cli(resume_test::train_args(model, td / "d", 2, "--precision-calib-tokens 64 --plan-cache off"));
+  ASSERT_EQ(off.rc, 0) << off.out << off.err;
+  EXPECT_NE(off.out.find("calibration: "), std::string::npos) << off.out;
+  for (const auto& e : fs::directory_iterator(td / "cache/precision-plans")) nltest::write_text(e.path(), "{\"key\": 1");
+  auto damaged = run_cli(resume_test::train_args(model, td / "e", 2, "--precision-calib-tokens 64" + cache));
+  ASSERT_EQ(damaged.rc, 0) << damaged.out << damaged.err;
+  EXPECT_NE(damaged.out.find("is damaged"), std::string::npos) << damaged.out;
+  EXPECT_NE(damaged.out.find("calibration: "), std::string::npos) << damaged.out;
+  auto again = run_cli(resume_test::train_args(model, td / "f", 2, "--precision-calib-tokens 64" + cache));
+  EXPECT_NE(again.out.find("from the cache"), std::string::npos) << again.out;
+
+  // --precision f32 keeps the exact path: no calibration, every product f32.
+  auto exact = run_cli(resume_test::train_args(model, td / "g", 2, "--precision f32" + cache));
+  ASSERT_EQ(exact.rc, 0) << exact.out << exact.err;
+  EXPECT_NE(exact.out.find("totals: 0 int8, 0 f16, 107 f32 (of 107 products)"), std::string::npos) << exact.out;
 }
 
 TEST(PrecisionCli, ForcedModeAndPlanFilesApplyToEveryProduct) {

@@ -4,6 +4,8 @@
 // replayed passes measure exactly what full passes measure.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -132,9 +134,12 @@ struct Calib {
     lc.rank = 4;
     adapter = nltest::random_adapter(tm.model->config, lc, 5);
   }
-  nl::CalibrationResult run(double tol, size_t replay_bytes = size_t{64} << 20) {
+  // The tests of the per-product measurements use that search; the group search has its own.
+  nl::CalibrationResult run(double tol, size_t replay_bytes = size_t{64} << 20,
+                            nl::CalibrationSearch search = nl::CalibrationSearch::EachProduct) {
     nl::CalibrationOptions o;
     o.tol = tol;
+    o.search = search;
     o.threads = 2;
     o.replay_bytes = replay_bytes;
     return nl::calibrate_precision(*tm.model, *engine, batch, adapter, o);
@@ -298,6 +303,77 @@ TEST(PrecisionCalibration, ReplayedPassesMeasureExactlyWhatFullPassesMeasure) {
   EXPECT_EQ(replayed.plan.modes, full.plan.modes);
 }
 
+// The default search: one pass when every product may go cheaper together.
+TEST(PrecisionCalibrationGroups, HugeToleranceTakesTheCheapestModeInOnePass) {
+  Calib c;
+  const nl::CalibrationResult r = c.run(1e9, size_t{64} << 20, nl::CalibrationSearch::Groups);
+  EXPECT_TRUE(r.plan.all(Precision::Int8)) << r.plan.table();
+  EXPECT_EQ(r.passes, 3);  // the reference twice, then everything at once
+  ASSERT_EQ(r.groups.size(), 1u);
+  EXPECT_EQ(r.groups[0].products, 2 * 7 * 3 + 2 - 11);
+  EXPECT_TRUE(r.groups[0].accepted);
+  EXPECT_GT(r.plan_rel_err, 0.0);  // int8 does move the gradients
+  EXPECT_EQ(r.plan.calibration["search"], "groups");
+  EXPECT_EQ(r.plan.calibration["plan_error"]["rel_err"], r.plan_rel_err);
+}
+
+// At tolerance 0 only products with no effect at all may go cheaper: the group search finds
+// exactly the plan the per-product search finds.
+TEST(PrecisionCalibrationGroups, ZeroToleranceFindsThePerProductPlan) {
+  Calib c;
+  const nl::CalibrationResult each = c.run(0.0);
+  const nl::CalibrationResult groups = c.run(0.0, size_t{64} << 20, nl::CalibrationSearch::Groups);
+  EXPECT_EQ(groups.plan.modes, each.plan.modes) << groups.plan.table() << each.plan.table();
+  EXPECT_EQ(groups.plan.head_forward, each.plan.head_forward);
+  EXPECT_EQ(groups.plan.head_input_grad, each.plan.head_input_grad);
+  EXPECT_EQ(groups.plan_rel_err, 0.0);
+}
+
+// In between, the final plan as a whole is within the tolerance, measured here again by a
+// plain training step against the all-f32 one (no replay). (On this tiny model most products
+// matter at this tolerance: the search needs more passes than measuring each product alone,
+// its worst case; on real models most products go int8 together.)
+TEST(PrecisionCalibrationGroups, TheWholePlanIsWithinTheTolerance) {
+  Calib c;
+  const nl::CalibrationResult each = c.run(0.0);
+  double tol = 0;  // the smallest per-product error: some products must stay f32 at this tolerance
+  for (const nl::ProductSensitivity& s : each.measured)
+    if (s.rel_err > 0 && (tol == 0 || s.rel_err < tol)) tol = s.rel_err;
+  tol *= 4;
+  const nl::CalibrationResult r = c.run(tol, size_t{64} << 20, nl::CalibrationSearch::Groups);
+  // Some products went int8 (a trial was accepted), some stayed f32.
+  EXPECT_TRUE(std::any_of(r.groups.begin(), r.groups.end(), [](const nl::GroupTrial& g) { return g.accepted; }));
+  EXPECT_LT(r.plan.count(Precision::Int8), 2 * 7 * 3 + 2) << r.plan.table();
+  nl::LoraAdapter g32 = c.adapter.zeros_like(), gp = c.adapter.zeros_like();
+  nl::StepOptions so;
+  so.threads = 2;
+  nl::TrainStep s32(*c.tm.model, *c.engine, so);
+  so.precision = &r.plan;
+  nl::TrainStep sp(*c.tm.model, *c.engine, so);
+  const float scale = 1.0f / static_cast<float>(c.batch.n_supervised());
+  s32.forward_backward(c.batch, c.adapter, g32, scale, 0);
+  sp.forward_backward(c.batch, c.adapter, gp, scale, 0);
+  double d_sq = 0, r_sq = 0;
+  for (size_t i = 0; i < g32.pairs.size(); ++i)
+    for (const auto& [a, b] : {std::pair{&g32.pairs[i].A, &gp.pairs[i].A}, std::pair{&g32.pairs[i].B, &gp.pairs[i].B}})
+      for (size_t j = 0; j < a->size(); ++j) {
+        d_sq += (static_cast<double>((*a)[j]) - (*b)[j]) * (static_cast<double>((*a)[j]) - (*b)[j]);
+        r_sq += static_cast<double>((*a)[j]) * (*a)[j];
+      }
+  EXPECT_LE(std::sqrt(d_sq / r_sq), tol);
+  EXPECT_NEAR(std::sqrt(d_sq / r_sq), r.plan_rel_err, 1e-9);
+  EXPECT_LE(r.passes, 2 + 2 * (2 * 7 * 3 + 2 - r.not_run));
+}
+
+TEST(PrecisionCalibrationGroups, ReplayedPassesMeasureExactlyWhatFullPassesMeasure) {
+  Calib c;
+  const nl::CalibrationResult replayed = c.run(0.01, size_t{64} << 20, nl::CalibrationSearch::Groups);
+  const nl::CalibrationResult full = c.run(0.01, 0, nl::CalibrationSearch::Groups);
+  ASSERT_EQ(replayed.groups.size(), full.groups.size());
+  for (size_t i = 0; i < full.groups.size(); ++i) EXPECT_EQ(replayed.groups[i].rel_err, full.groups[i].rel_err) << i;
+  EXPECT_EQ(replayed.plan.modes, full.plan.modes);
+}
+
 TEST(PrecisionCalibration, ClearErrors) {
   Calib c;
   EXPECT_THROW(c.run(-0.1), nl::Error);
@@ -319,6 +395,18 @@ TEST(PrecisionCalibration, CalibrationBatchCutsToTheTokenBudget) {
   EXPECT_EQ(b.n_seqs(), 2);
   EXPECT_THROW(nl::calibration_batch(ex, {1}, 15), nl::Error);
   EXPECT_THROW(nl::calibration_batch(ex, {0}, 1), nl::Error);
+
+  // Long prompts with their completions past the budget (a LaMP user's data): the ends are
+  // kept instead, so calibration still has supervised tokens.
+  std::vector<nl::Example> lamp(2);
+  for (nl::Example& e : lamp) {
+    e.tokens.assign(300, 5);
+    e.supervised.assign(300, 0);
+    e.supervised[298] = e.supervised[299] = 1;
+  }
+  const nl::Batch tail = nl::calibration_batch(lamp, {0, 1}, 128);
+  EXPECT_EQ(tail.n_tokens(), 128);
+  EXPECT_GT(tail.n_supervised(), 0);
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
-// `nightlora generate` end to end: greedy ids, seeds, prompts, an adapter file, bad input.
+// `nightlora generate` end to end: greedy ids, seeds, prompts, an adapter file, bad input, the
+// timing line and the precision / KV cache options.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "infer_test_util.h"
 #include "nightlora/host/adapter_io.h"
@@ -13,7 +16,8 @@ using namespace nltest;
 
 namespace {
 
-std::string stories_arg(const fs::path& p) { return "--model " + shq(p.string()) + " "; }
+// The exact path (f32 products, f32 cache): these tests compare with golden ids and text.
+std::string stories_arg(const fs::path& p) { return "--model " + shq(p.string()) + " --precision f32 --kv-type f32 "; }
 
 }  // namespace
 
@@ -64,7 +68,7 @@ TEST(CliGenerate, AdapterChangesTheOutputAsTheLibraryDoes) {
   nl::save_adapter_peft(ad, *m, (tmp / "adapter").string());
 
   nl::LoraAdapter loaded = nl::load_adapter((tmp / "adapter").string(), *m);
-  nl::Decoder dec(*m);
+  nl::Decoder dec(*m, nl::DecoderOptions::exact());
   dec.set_adapter(&loaded);
   nl::SamplerOptions so;
   so.temperature = 0;
@@ -101,4 +105,27 @@ TEST(CliGenerate, BadInputIsAClearError) {
   r = run_cli("generate " + stories_arg(path) + "--adapter /nonexistent/adapter");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("/nonexistent/adapter"), std::string::npos) << r.err;
+}
+
+TEST(CliGenerate, SummaryLinePrecisionAndKvType) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  const std::string model = "generate --model " + shq(path.string()) + " --temp 0 -n 12 --print-ids ";
+  // The default (int8 products, f16 cache) prints its timings on stderr, the ids alone on stdout.
+  CmdResult r = run_cli(model);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("| prompt 1 tokens in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("| decode 11 tokens in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("int8, kv f16"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ' '), 11) << r.out;
+  r = run_cli(model + "--precision f32 --kv-type f32 --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  r = run_cli(model + "--precision f32 --kv-type f32");
+  EXPECT_NE(r.err.find("f32, kv f32"), std::string::npos) << r.err;
+  r = run_cli(model + "--precision f16");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--precision"), std::string::npos) << r.err;
+  r = run_cli(model + "--kv-type q8_0");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--kv-type"), std::string::npos) << r.err;
 }

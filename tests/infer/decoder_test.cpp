@@ -143,7 +143,8 @@ TEST(Decoder, LoraAdapterEqualsMergedWeights) {
   auto merged = nl::Model::load((tmp / "merged.gguf").string());
 
   const auto ids = golden_ids(path, 12);
-  nl::Decoder with_adapter(*m), plain(*m), merged_dec(*merged);
+  const nl::DecoderOptions exact = nl::DecoderOptions::exact();
+  nl::Decoder with_adapter(*m, exact), plain(*m, exact), merged_dec(*merged, exact);
   with_adapter.set_adapter(&ad);
   const auto a = with_adapter.forward(ids, true);
   const auto b = merged_dec.forward(ids, true);
@@ -200,7 +201,7 @@ TEST(Decoder, BadTokensAndContextOverflowAreErrors) {
 TEST(Generate, StopsOnStopIdsAndLength) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   auto m = nl::Model::load(path.string());
-  nl::Decoder d(*m);
+  nl::Decoder d(*m, nl::DecoderOptions::exact());
   nl::SamplerOptions so;
   so.temperature = 0;
   nl::Sampler s(so);

@@ -14,7 +14,7 @@ using namespace nltest;
 TEST(StoriesGolden, CliGreedy256MatchesGoldenText) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   const std::string golden = read_text(model.parent_path() / "golden/greedy_256.txt");
-  CmdResult r = run_cli("generate --model " + shq(model.string()) + " --temp 0 -n 256");
+  CmdResult r = run_cli("generate --model " + shq(model.string()) + " --temp 0 -n 256 --precision f32 --kv-type f32");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, golden);
 }
@@ -25,7 +25,7 @@ TEST(StoriesGolden, GreedyIdsAndPosition0Logits) {
   auto model = nl::Model::load(path.string());
   ASSERT_EQ(model->config.rope_style, nl::RopeStyle::Adjacent);
 
-  nl::Decoder dec(*model);
+  nl::Decoder dec(*model, nl::DecoderOptions::exact());
   nl::SamplerOptions so;
   so.temperature = 0;
   nl::Sampler greedy(so);

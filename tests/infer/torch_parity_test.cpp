@@ -205,7 +205,7 @@ class TorchParity : public ::testing::Test {
 
   // Greedy generation with our decoder: the new ids.
   static std::vector<int32_t> our_greedy(const nl::Model& m, const Job& j) {
-    nl::Decoder dec(m);
+    nl::Decoder dec(m, nl::DecoderOptions::exact());  // f32: the exact path
     nl::SamplerOptions so;
     so.temperature = 0;
     nl::Sampler s(so);
@@ -227,7 +227,7 @@ class TorchParity : public ::testing::Test {
     ASSERT_FALSE(ref_ids.empty()) << name << ": the reference generated nothing";
 
     auto m = nl::Model::load(j.model.string());
-    nl::Decoder dec(*m);
+    nl::Decoder dec(*m, nl::DecoderOptions::exact());
     std::vector<float> logits = dec.forward(j.prompt);
     const auto& steps = ref["step_logits"];
     ASSERT_EQ(steps.size(), ref_ids.size());

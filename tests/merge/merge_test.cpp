@@ -184,10 +184,14 @@ void expect_merged_equals_reference(const nl::Model& base, const fs::path& merge
   }
 }
 
+// generate's exact path (f32 products and KV cache): the merge is checked against the base
+// plus adapter and against llama.cpp, so nothing else may move the logits.
+const std::string kExact = " --precision f32 --kv-type f32";
+
 // Greedy token ids from `generate`.
 std::string greedy(const fs::path& model, const std::string& adapter_args = "", int n = 30) {
   nltest::CmdResult r = run_cli("generate --model " + shq(model.string()) + " " + adapter_args +
-                                " --prompt 'Once upon a time' --temp 0 -n " + std::to_string(n) + " --print-ids");
+                                " --prompt 'Once upon a time' --temp 0 -n " + std::to_string(n) + " --print-ids" + kExact);
   EXPECT_EQ(r.rc, 0) << r.err;
   return r.out;
 }
@@ -195,7 +199,7 @@ std::string greedy(const fs::path& model, const std::string& adapter_args = "", 
 // The logits of the first generated token (generate --logits-json).
 std::vector<float> first_logits(const fs::path& model, const std::string& adapter_args, const fs::path& json_path) {
   nltest::CmdResult r = run_cli("generate --model " + shq(model.string()) + " " + adapter_args +
-                                " --prompt 'Once upon a time' --temp 0 -n 1 --print-ids --logits-json " +
+                                " --prompt 'Once upon a time' --temp 0 -n 1 --print-ids" + kExact + " --logits-json " +
                                 shq(json_path.string()));
   EXPECT_EQ(r.rc, 0) << r.err;
   return nlohmann::json::parse(nltest::read_text(json_path)).at("first_logits").get<std::vector<float>>();
@@ -440,7 +444,7 @@ std::string prompt_ids(const fs::path& model) {
 // Our greedy tokens for a prompt given as ids, with an adapter.
 std::string ours_with_adapter(const fs::path& model, const fs::path& adapter, const std::string& ids) {
   return run_cli("generate --model " + shq(model.string()) + " --adapter " + shq(adapter.string()) + " --prompt-ids " +
-                 shq(ids) + " --temp 0 -n 30 --print-ids")
+                 shq(ids) + " --temp 0 -n 30 --print-ids" + kExact)
       .out;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nightlora/engine/frozen_engine.h"
 #include "nightlora/eval/lamp2.h"
 #include "nightlora/eval/metrics.h"
 
@@ -26,6 +27,10 @@ struct Lamp2EvalOptions {
   std::string user;          // evaluate only this user's questions ("" = all)
   int max_new_tokens = 16;   // Generate mode
   int threads = 0;           // decoder threads (0 = all)
+  // The decoder's numeric mode: F32 (the default, what the nightly gate's metric and the
+  // recorded experiments use: the same scores as before the decoder moved to the engine) or
+  // Int8 (the fast mode). See the marked place in src/eval/lamp2_eval.cpp.
+  Precision precision = Precision::F32;
 };
 
 struct Lamp2ItemResult {

@@ -10,8 +10,15 @@
 // lower label index.
 //
 // The prompt is run once and the decoder's cache rewound to it for each candidate
-// (Decoder::truncate), so scoring 15 tags costs one prompt plus 15 short continuations.
+// (Decoder::truncate), so scoring 15 tags costs one prompt plus the continuations of the
+// tags of more than one token (a tag's first token is scored from the prompt's own logits;
+// its last token is never run; tags that begin with the same tokens run them once, visited
+// as a tree). A CompletionScorer also keeps the cache between prompts:
+// LaMP-2 prompts without retrieval share the instruction (about 200 tokens), which is then
+// run once for all questions. Rewinding changes no number: every position's logits are
+// those of one forward of prompt + completion (tested).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,8 +34,34 @@ struct CompletionScores {
   int best = -1;                   // argmax of logprob (lowest index among ties)
 };
 
-// Scores each completion after `prompt`. Throws nl::Error when a completion adds no token
-// (empty) or the text does not fit the decoder's context.
+// Scores completions with one decoder, remembering which tokens its KV cache holds, so the
+// part of the next prompt it already ran (from the first token on) is not run again. While
+// the scorer lives nothing else may run or rewind the decoder, nor change its adapter
+// (call forget() after doing so).
+class CompletionScorer {
+ public:
+  CompletionScorer(Decoder& decoder, const Tokenizer& tok);
+
+  // Scores each completion after `prompt`. Throws nl::Error when a completion adds no token
+  // (empty) or the text does not fit the decoder's context.
+  CompletionScores score(const std::string& prompt, const std::vector<std::string>& completions);
+  // The 15 LaMP-2 tags as completions (lamp2_completion(tag)), in label order.
+  CompletionScores score_lamp2_tags(const std::string& prompt);
+
+  // Drops what the cache holds: the next prompt runs from its first token.
+  void forget();
+  // Tokens run through the decoder so far, and prompt tokens taken from the cache instead.
+  int64_t tokens_run() const { return tokens_run_; }
+  int64_t tokens_reused() const { return tokens_reused_; }
+
+ private:
+  Decoder& decoder_;
+  const Tokenizer& tok_;
+  std::vector<int32_t> cached_;  // the tokens the decoder's cache holds, in order
+  int64_t tokens_run_ = 0, tokens_reused_ = 0;
+};
+
+// One-shot forms (a fresh scorer: the prompt runs from its first token).
 CompletionScores score_completions(Decoder& decoder, const Tokenizer& tok, const std::string& prompt,
                                    const std::vector<std::string>& completions);
 

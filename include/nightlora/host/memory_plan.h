@@ -29,6 +29,8 @@ struct MemoryPlan {
   size_t weight_bytes = 0;   // frozen weights resident while training
   size_t adapter_bytes = 0;  // adapter + gradients + AdamW moments
   size_t runtime_bytes = 0;  // allowance for everything else in the process
+  size_t budget_bytes = 0;   // the budget it was planned for (0: none)
+  std::string budget_rule;   // how that budget was chosen: "--max-memory", or the default rule
 
   int64_t recomputed_blocks() const { return n_layer - kept_blocks; }
   size_t arena_bytes() const { return fixed_bytes + static_cast<size_t>(kept_blocks) * block_bytes; }
@@ -43,11 +45,15 @@ struct MemoryRequest {
   int64_t n_adapter_params = 0;   // trainable parameters (A and B of every adapted projection)
   int64_t loss_chunk = 64;
   size_t max_memory = 0;          // budget for the estimated peak; 0: no budget
+  // How the budget was chosen. Empty: the user's --max-memory, which must fit (an error
+  // otherwise). Else the default rule (memory_budget.h): a plan that does not fit it keeps
+  // one block, as with no budget.
+  std::string budget_rule;
   int64_t keep_blocks = 1;        // without a budget: blocks kept (clamped to [1, n_layer])
 };
 
 // Makes the plan. With a budget, keeps as many blocks as fit; throws nl::Error (naming the
-// figure needed) when even recomputing every block would not fit.
+// figure needed) when even recomputing every block would not fit a --max-memory budget.
 MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req);
 
 // Runtime allowance in the estimate (code, tokenizer, data, thread stacks, engine scratch).

@@ -7,16 +7,16 @@
 // loss chunk (it is never recomputed). The plan gives each of these its own mode, so that the
 // products the adapter gradients are sensitive to keep f32 while the rest run cheaper.
 //
-// `--precision auto` chooses the plan by measurement (calibrate_precision): on one small
-// calibration batch it computes the adapter gradients with every product in f32 (the
-// reference), then, for each product in turn and each mode the engine runs cheaper than f32
-// for its matrix (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an
-// accelerator; on the cpu engine int8 for Q4_0/Q8_0 matrices, and for every type with the
-// AVX-VNNI int8 set),
-// the gradients with THAT product alone in that mode. The cheapest mode
-// whose relative error ||g - g_ref|| / ||g_ref|| is at most `tol` and whose cosine with g_ref
-// is at least 1 - tol is kept. The plan is printed, written next to the run, stored in its
-// checkpoints and reused on resume.
+// `--precision auto` (the default) chooses the plan by measurement (calibrate_precision): on
+// one small calibration batch it computes the adapter gradients with every product in f32
+// (the reference), then tries products in the modes the engine runs cheaper than f32 for
+// their matrix (FrozenEngine::cheaper_modes, cheapest first: int8 then f16 on an
+// accelerator; on the cpu engine int8 for Q4_0/Q8_0 matrices, and for every type where
+// requantizing pays). A trial is accepted when its relative error ||g - g_ref|| / ||g_ref||
+// is at most `tol` and its cosine with g_ref at least 1 - tol. The default search tries
+// groups of products (all at once, then halves of a failing group): the final plan's own
+// error is measured. The other search tries each product alone. The plan is printed, written
+// next to the run, stored in its checkpoints and reused on resume.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -81,8 +81,18 @@ struct PrecisionPlan {
   }
 };
 
+enum class CalibrationSearch : uint8_t {
+  Groups,       // the whole plan within tol: all candidates at once, failing groups halved
+  EachProduct,  // each product alone within tol, everything else f32
+};
+
 struct CalibrationOptions {
   double tol = 0.02;        // accepted relative gradient error (and 1 - cosine)
+  CalibrationSearch search = CalibrationSearch::Groups;
+  // The group search stops after this many passes (the reference's two included) and leaves
+  // the products it has not reached in f32; 0: no limit. Near the tolerance the search would
+  // otherwise try most products alone.
+  int64_t max_passes = 0;
   int threads = 0;          // 0: all cores
   uint64_t dropout_seed = 0;  // LoRA dropout masks of the calibration passes (the same in every pass)
   // Memory for the reference pass's engine outputs, replayed in later passes up to their first
@@ -104,9 +114,21 @@ struct ProductSensitivity {
   bool accepted = false;
 };
 
+// One trial of the group search: `products` products moved to a cheaper mode on top of the
+// ones accepted before.
+struct GroupTrial {
+  int64_t products = 0;
+  double rel_err = 0, cosine = 1;
+  bool accepted = false;
+};
+
 struct CalibrationResult {
   PrecisionPlan plan;  // origin "auto"; plan.calibration holds the figures below as JSON
-  std::vector<ProductSensitivity> measured;
+  std::vector<ProductSensitivity> measured;  // products measured alone
+  std::vector<GroupTrial> groups;            // the group search's trials, in order
+  // The group search: the error of the final plan as a whole (0 / 1 when it is all f32).
+  double plan_rel_err = 0, plan_cosine = 1;
+  bool pass_budget_spent = false;  // max_passes ended the search
   int64_t passes = 0;           // forward+backward passes run, the reference included
   int64_t not_run = 0;          // products the step never runs: set to the cheapest mode unmeasured
   int64_t tokens = 0;           // tokens of the calibration batch
@@ -115,17 +137,18 @@ struct CalibrationResult {
   double seconds = 0;
 };
 
-// Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs
-// 2 + at most (n_layer * 21 + 2 - not_run) * (cheaper modes per matrix) forward+backward passes (the f32 reference
-// twice, to check the step is deterministic; then a product stops at the first (cheapest)
-// mode within tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
+// Measures the plan on `batch` with `adapter` (the adapter training starts from). Runs the
+// f32 reference twice (to check the step is deterministic), then: the group search, 1 pass
+// when every candidate fits the tolerance together and about 2 log2(n) more per product that
+// does not; each-product search, at most (n_layer * 21 + 2 - not_run) * (cheaper modes per
+// matrix) passes (a product stops at the first, cheapest, mode within tolerance). Throws nl::Error when the batch has no supervised token, the reference gradients
 // are all zero, not finite or not reproducible, or tol is negative.
 CalibrationResult calibrate_precision(const Model& model, FrozenEngine& engine, const Batch& batch,
                                       const LoraAdapter& adapter, const CalibrationOptions& opt);
 
 // The calibration batch: examples of `examples` in the given order, packed until `max_tokens`
-// (the last one cut to fit, keeping its start); examples with no supervised token left after
-// the cut are skipped. Throws nl::Error when no supervised token fits.
+// (the last one cut to fit, keeping its start, or its end when no example's start has a
+// supervised token); examples with no supervised token left after the cut are skipped. Throws nl::Error when no supervised token fits.
 Batch calibration_batch(const std::vector<Example>& examples, const std::vector<int64_t>& order, int64_t max_tokens);
 
 }  // namespace nl

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nightlora/host/memory_plan.h"
+#include "nightlora/host/precision_plan.h"
 #include "nightlora/host/step_timing.h"
 #include "nightlora/modelio/model.h"
 
@@ -24,8 +25,14 @@ struct StepBenchOptions {
   int threads = 0;               // engine threads (0: all cores)
   int host_threads = 1;          // host threads while engine products run (see StepOptions)
   size_t max_memory = 0;         // budget for the memory plan (0: keep only the last block)
+  std::string max_memory_rule;   // non-empty: max_memory is a default budget (MemoryRequest::budget_rule)
   int64_t keep_blocks = 1;       // without a budget
-  std::string precision = "f32"; // every frozen product in this mode (f32, f16, int8)
+  // auto (a plan calibrated as train's default: calibrate_precision, group search) or every
+  // frozen product in one mode (f32, f16, int8).
+  std::string precision = "auto";
+  double precision_tol = 0.05;
+  int64_t precision_calib_passes = 16;
+  int64_t precision_calib_tokens = 128;
   std::string engine = "cpu";    // frozen-engine backend: cpu, vulkan or auto
 };
 
@@ -42,7 +49,20 @@ struct StepBenchResult {
   size_t train_peak_rss_bytes = 0;  // VmHWM reset after loading; 0 when the kernel refuses
   size_t arena_bytes = 0;
   double last_loss = 0;           // mean NLL of the last step
+  PrecisionPlan precision;        // the plan the steps ran
+  double calib_s = 0;             // auto: calibration time (not in the steps)
+  int64_t calib_passes = 0;
 };
+
+// The machine's peaks, measured in the same run (bench/peak_kernels.h), for the roofline.
+struct PeakRates {
+  double int8_ops_per_s = 0, f32_flops_per_s = 0;
+  std::string int8_isa, f32_isa;
+};
+// The step against the peaks: its frozen products' int8 and f32 operations, the time they
+// would take at the peaks, and that time as a share of the step (and of the engine's busy
+// time). "" when the peaks are unknown.
+std::string format_roofline(const StepBenchResult& r, const PeakRates& peak);
 
 // Runs the benchmark; `progress` receives one line per step (meant for stderr).
 StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,

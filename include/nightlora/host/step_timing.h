@@ -20,6 +20,9 @@ struct StepTiming {
   double adapter_s = 0, attention_s = 0, other_s = 0, optimizer_s = 0, wait_s = 0;
   double frozen_forward_s = 0, frozen_recompute_s = 0, frozen_input_grad_s = 0;
   int64_t products = 0;  // frozen products submitted
+  // Their operations (2 per weight and token): int8 products, and f32/f16 ones (the f16 mode
+  // runs the f32 kernels). What a roofline compares with the machine's peaks.
+  double frozen_ops_int8 = 0, frozen_ops_float = 0;
 
   double host_sum_s() const { return adapter_s + attention_s + other_s + optimizer_s + wait_s; }
   double frozen_s() const { return frozen_forward_s + frozen_recompute_s + frozen_input_grad_s; }
@@ -31,7 +34,7 @@ struct StepTiming {
   // Scales every figure (e.g. 1/n for the mean of n steps).
   StepTiming& operator*=(double f) {
     for (double* v : {&wall_s, &adapter_s, &attention_s, &other_s, &optimizer_s, &wait_s, &frozen_forward_s,
-                      &frozen_recompute_s, &frozen_input_grad_s})
+                      &frozen_recompute_s, &frozen_input_grad_s, &frozen_ops_int8, &frozen_ops_float})
       *v *= f;
     products = static_cast<int64_t>(static_cast<double>(products) * f + 0.5);
     return *this;
@@ -47,6 +50,8 @@ struct StepTiming {
     frozen_recompute_s += o.frozen_recompute_s;
     frozen_input_grad_s += o.frozen_input_grad_s;
     products += o.products;
+    frozen_ops_int8 += o.frozen_ops_int8;
+    frozen_ops_float += o.frozen_ops_float;
     return *this;
   }
 };

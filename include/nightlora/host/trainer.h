@@ -81,6 +81,7 @@ struct TrainConfig {
   // blocks' activations as fit; refuse before loading the engine when nothing fits), 0: keep
   // only the last block's. host_threads: see StepOptions (core sharing with the engine).
   size_t max_memory = 0;
+  std::string max_memory_rule;  // non-empty: max_memory is a default budget (MemoryRequest::budget_rule)
   int host_threads = 1;
   // first-order: backpropagation + AdamW. mezo: two forward passes per step at θ ± mezo_eps·z and
   // plain SGD (see mezo.h); it uses lr, the schedule, adamw.weight_decay and the data order as
@@ -168,6 +169,9 @@ class Trainer {
   // runs f32). Throws nl::Error when the plan is for another layer count.
   void set_precision(const PrecisionPlan& plan);
   const PrecisionPlan& precision() const;
+  // The engine the steps run on, and the adapter's shape (rank, targets): what a plan depends on.
+  const FrozenEngine& engine() const;
+  const LoraConfig& lora_config() const;
   // Measures a plan (see calibrate_precision) on the first examples of the data order, at most
   // `max_tokens` tokens, with the current adapter and this trainer's engine. Does not set it.
   CalibrationResult calibrate_precision(const CalibrationOptions& opt, int64_t max_tokens);

@@ -1,31 +1,74 @@
-// Incremental inference: the decoder forward pass over new tokens, with a KV cache, for
-// llama / qwen2 / qwen3 models (RMSNorm, RoPE in the model's pairing with frequency factors
-// or llama3 scaling, grouped-query causal attention, SwiGLU, QKV bias, Q/K norm, tied or
-// untied output head). Weight matrices are read row by row through nl::dequantize_row,
-// straight from the (possibly quantized) mapped file: no dequantized copy of a matrix is
-// ever made. An optional LoRA adapter adds scale·(x·Aᵀ)·Bᵀ to each enabled projection, so
-// an adapter can be tried without merging it into the weights.
+// Incremental inference on the frozen engine: the decoder forward pass over new tokens, with
+// a KV cache, for llama / qwen2 / qwen3 models (RMSNorm, RoPE in the model's pairing with
+// frequency factors or llama3 scaling, grouped-query causal attention, SwiGLU, QKV bias,
+// Q/K norm, tied or untied output head).
+//
+// Every projection and the output head are products of the frozen engine
+// (engine/frozen_engine.h): the same resident tiles training uses, no second copy of the
+// weights. A prompt runs in chunks of `prefill_chunk` tokens, each one engine product per
+// projection; one new token is a one-token product, which the cpu engine runs through its
+// matrix-vector kernels (src/engine/kernels_matvec*). The host ops (norms, RoPE, attention
+// over the cache, SwiGLU, biases, the LoRA branch) run on the decoder's thread pool.
+// An optional LoRA adapter adds scale·(x·Aᵀ)·Bᵀ to each enabled projection on the fly, so an
+// adapter can be tried without merging it into the weights.
+//
+// Numbers: `precision` is the engine's mode of every product. Int8 (the default: activations
+// quantized per 32 values, integer dot products, as llama.cpp runs Q4_0/Q8_0) moves logits
+// a little; F32 is the exact path the tests compare with PyTorch, llama.cpp's dequantized
+// runs and the reference decoder (reference_decoder.h). The KV cache holds keys and values
+// as f16 by default (half the memory), f32 on request. How far each moves the logits of
+// the tiny real models is measured in docs/ARCHITECTURE.md (Inference).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "nightlora/engine/frozen_engine.h"
 #include "nightlora/modelio/model.h"
 
 namespace nl {
 
 struct LoraAdapter;
 
+// Element type of the KV cache.
+enum class KvType : uint8_t { F16 = 0, F32 = 1 };
+const char* kv_type_name(KvType t);          // "f16" | "f32"
+KvType parse_kv_type(const std::string& s);  // throws nl::Error naming the accepted values
+
 struct DecoderOptions {
-  int threads = 0;          // 0: all hardware threads
+  int threads = 0;          // 0: all hardware threads (a borrowed engine: its threads)
   int64_t max_context = 0;  // 0: the model's context length
+  // Numeric mode of every engine product (see Precision): Int8 is the fast one; F32 keeps
+  // the exact path (tests comparing with PyTorch / llama.cpp / golden files use it).
+  Precision precision = Precision::Int8;
+  KvType kv_type = KvType::F16;
+  // Engine backend when the decoder makes its own engine ("cpu", "vulkan", "auto").
+  std::string backend = "cpu";
+  // Prompt tokens per engine product: a longer prompt runs in chunks of this many.
+  int64_t prefill_chunk = 256;
+
+  // f32 products and an f32 cache: the numbers the exactness tests compare.
+  static DecoderOptions exact(int threads = 0) {
+    DecoderOptions o;
+    o.threads = threads;
+    o.precision = Precision::F32;
+    o.kv_type = KvType::F32;
+    return o;
+  }
 };
 
 class Decoder {
  public:
+  // Makes and owns an engine for `model` (EngineOptions from opt: backend, threads).
   // `model` (and the adapter, when set) must outlive the decoder.
   explicit Decoder(const Model& model, const DecoderOptions& opt = {});
+  // Borrows `engine`, made for `model` (training, serve or a C API share one resident
+  // model): it must outlive the decoder, and nobody else may submit to it while a forward
+  // runs. opt.threads = 0 takes the engine's thread count for the host ops; opt.backend is
+  // not used.
+  Decoder(const Model& model, FrozenEngine& engine, const DecoderOptions& opt = {});
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -50,6 +93,11 @@ class Decoder {
   void truncate(int64_t n);
 
   const Model& model() const;
+  const DecoderOptions& options() const;
+  FrozenEngine& engine();
+  // Bytes the KV cache holds now (it is allocated for max_context when that is given,
+  // else it grows by doubling up to the model's context).
+  size_t kv_cache_bytes() const;
 
  private:
   struct Impl;

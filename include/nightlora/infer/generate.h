@@ -26,6 +26,12 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int32_t> ids;      // the new tokens (no prompt, no stop token)
   bool stopped_on_token = false; // ended by a stop id rather than the length limit
+  // Timings (wall clock), as llama.cpp reports them: the prompt's forward pass, and the
+  // one-token forward passes after it (each with the sampling and callback before it).
+  int64_t prompt_tokens = 0;
+  double prompt_s = 0;
+  int64_t decoded_tokens = 0;  // one-token forward passes run
+  double decode_s = 0;
 };
 
 // Called for each new token with the logits it was chosen from; return false to stop.

@@ -48,7 +48,7 @@ struct TrainingJobOptions {
   int threads = 0;
   std::string engine = "cpu";  // frozen-engine backend: cpu, vulkan or auto
   int host_threads = 1;        // host threads while engine products run (core sharing)
-  std::string max_memory;      // memory budget of the step's plan ("" = keep only the last block)
+  std::string max_memory;      // memory budget of the step's plan ("": the default rule, memory_budget.h)
   std::string train_on = "completion";
   std::string chat_format;
   std::string long_examples = "truncate";  // truncate, skip or error (dataset.h)
@@ -66,9 +66,12 @@ struct TrainingJobOptions {
   double mezo_eps = 1e-3;
   // The frozen products' numeric mode: auto (calibrate a plan), f32, f16, int8, or the path
   // of a precision_plan.json; auto's tolerance and calibration batch.
-  std::string precision = "f32";
-  double precision_tol = 0.02;
+  std::string precision = "auto";
+  double precision_tol = 0.05;  // of the whole plan (groups), or of each product alone (each)
   int64_t precision_calib_tokens = 128;
+  int64_t precision_calib_passes = 16;  // the group search's pass budget (CalibrationOptions::max_passes)
+  std::string precision_search = "groups";  // or "each" (calibrate_precision's two searches)
+  std::string plan_cache;                   // folder of calibrated plans; "" default, "off" (plan_cache.h)
   // Checkpoints and resume.
   int64_t save_every = 50;
   double save_every_sec = 300;

@@ -1,0 +1,28 @@
+// The AVX2 matrix-vector kernels (kernels_matvec_avx2_body.h without AVX-VNNI).
+#include "kernels_matvec.h"
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#define NL_MATVEC_VNNI 0
+#include "kernels_matvec_avx2_body.h"
+#pragma GCC pop_options
+
+namespace nl::engine {
+
+const MatvecKernels* matvec_kernels_avx2() {
+  static const bool cpu_has_it =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  static const MatvecKernels k{"avx2", int8_tiles_avx2, f32_tiles_avx2};
+  return cpu_has_it ? &k : nullptr;
+}
+
+}  // namespace nl::engine
+
+#else
+
+namespace nl::engine {
+const MatvecKernels* matvec_kernels_avx2() { return nullptr; }
+}  // namespace nl::engine
+
+#endif

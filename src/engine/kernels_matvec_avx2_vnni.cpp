@@ -1,0 +1,38 @@
+// The AVX-VNNI matrix-vector kernels (kernels_matvec_avx2_body.h with vpdpbusd): handed out
+// only when the CPU has AVX-VNNI, and not with NL_INT8_VNNI=0 or =avx2 (as the int8 panel
+// kernels).
+#include "kernels_matvec.h"
+
+#if defined(__x86_64__)
+#include <cstdlib>
+#include <string>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avxvnni")
+#define NL_MATVEC_VNNI 1
+#include "kernels_matvec_avx2_body.h"
+#pragma GCC pop_options
+
+namespace nl::engine {
+
+const MatvecKernels* matvec_kernels_avx2_vnni() {
+  static const bool cpu_has_it = [] {
+    const char* off = std::getenv("NL_INT8_VNNI");
+    if (off && (std::string(off) == "0" || std::string(off) == "avx2")) return false;  // plain AVX2 asked for
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+           __builtin_cpu_supports("avxvnni");
+  }();
+  static const MatvecKernels k{"avx2-vnni", int8_tiles_avx2, f32_tiles_avx2};
+  return cpu_has_it ? &k : nullptr;
+}
+
+}  // namespace nl::engine
+
+#else
+
+namespace nl::engine {
+const MatvecKernels* matvec_kernels_avx2_vnni() { return nullptr; }
+}  // namespace nl::engine
+
+#endif

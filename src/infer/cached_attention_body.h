@@ -1,0 +1,192 @@
+// The attention kernels of cached_attention.h, compiled once portably (cached_attention.cpp)
+// and once under an AVX2 + F16C + FMA target pragma (cached_attention_avx2.cpp). The
+// including file defines NL_ATTN_F16C (1: F16C conversions) before including this; every
+// function has internal linkage, so each compilation is its own set.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cached_attention.h"
+#include "host/vec4.h"
+#include "nightlora/util/half.h"
+
+#if NL_ATTN_F16C
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace nl::infer {
+namespace {
+
+// flatten: everything a kernel calls (vec4.h's inline functions included) is inlined into
+// it, so each compilation uses its own instructions, never another one's out-of-line copy.
+#define NL_ATTN_KERNEL __attribute__((flatten))
+
+using vec4::f8;
+using vec4::load8;
+using vec4::store8;
+
+NL_ATTN_KERNEL void to_halves_impl(const float* x, int64_t n, uint16_t* h) {
+  int64_t i = 0;
+#if NL_ATTN_F16C
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__aarch64__)
+  for (; i + 4 <= n; i += 4) vst1_u16(h + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+#endif
+  for (; i < n; ++i) h[i] = f32_to_fp16(x[i]);
+}
+
+NL_ATTN_KERNEL void from_halves_impl(const uint16_t* h, int64_t n, float* x) {
+  int64_t i = 0;
+#if NL_ATTN_F16C
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#elif defined(__aarch64__)
+  for (; i + 4 <= n; i += 4) vst1q_f32(x + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + i))));
+#endif
+  for (; i < n; ++i) x[i] = fp16_to_f32(h[i]);
+}
+
+// A query head's dot product with one key: one chain of 8-lane products over the first
+// n8 * 8 values, the lanes summed pairwise, ((0+1)+(2+3))+((4+5)+(6+7)), then the values
+// past n8 * 8 one by one. dot_keys8 gives every key of a tile of 8 the same arithmetic, so
+// a score does not depend on which form computed it (chunked or whole prompts agree).
+inline f8 dot_chain(const float* q, const float* k, int64_t n8) {
+  f8 acc = {};
+  for (int64_t v = 0; v < n8; ++v) acc += load8(q + 8 * v) * load8(k + 8 * v);
+  return acc;
+}
+inline float dot_tail(const float* q, const float* k, int64_t from, int64_t n, float s) {
+  for (int64_t e = from; e < n; ++e) s += q[e] * k[e];
+  return s;
+}
+inline float dot_key(const float* q, const float* k, int64_t n) {
+  const f8 v = dot_chain(q, k, n / 8);  // (lanes summed in place: an f8 passed by value changes the ABI without AVX)
+  return dot_tail(q, k, n / 8 * 8, n, ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
+}
+// Pairwise sums of neighbouring lanes of a and b: [a0+a1, a2+a3, a4+a5, a6+a7, b0+b1, ...].
+inline f8 pair_sums(f8 a, f8 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14) + __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+// The query's dot products with 8 keys (rows k + j * ldk) into out[0..8): dot_key's
+// arithmetic, the lane sums of the 8 chains done together by shuffles.
+inline void dot_keys8(const float* q, const float* k, int64_t ldk, int64_t n, float* out) {
+  const int64_t n8 = n / 8;
+  f8 acc[8] = {};
+  for (int64_t v = 0; v < n8; ++v) {
+    const f8 qv = load8(q + 8 * v);
+    for (int j = 0; j < 8; ++j) acc[j] += qv * load8(k + j * ldk + 8 * v);
+  }
+  const f8 r = pair_sums(pair_sums(pair_sums(acc[0], acc[1]), pair_sums(acc[2], acc[3])),
+                         pair_sums(pair_sums(acc[4], acc[5]), pair_sums(acc[6], acc[7])));
+  for (int j = 0; j < 8; ++j) out[j] = dot_tail(q, k + j * ldk, n8 * 8, n, r[j]);
+}
+
+// y += p * x over n floats; axpy4_row: the same for 4 rows in turn, y read and written once.
+inline void axpy_row(float p, const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) store8(y + i, load8(y + i) + p * load8(x + i));
+  for (; i < n; ++i) y[i] += p * x[i];
+}
+inline void axpy4_row(const float p[4], const float* x, int64_t ldx, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    f8 o = load8(y + i);
+    o = o + p[0] * load8(x + i);
+    o = o + p[1] * load8(x + ldx + i);
+    o = o + p[2] * load8(x + 2 * ldx + i);
+    o = o + p[3] * load8(x + 3 * ldx + i);
+    store8(y + i, o);
+  }
+  for (; i < n; ++i)
+    for (int j = 0; j < 4; ++j) y[i] += p[j] * x[j * ldx + i];
+}
+
+// exp(s - mx) in place over n scores; returns their sum.
+inline float exp_shifted(float* s, int64_t n, float mx) {
+  f8 acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const f8 e = vec4::exp(load8(s + i) - mx);
+    store8(s + i, e);
+    acc += e;
+  }
+  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < n; ++i) sum += s[i] = std::exp(s[i] - mx);
+  return sum;
+}
+
+// Keys [s, s + n) of a cache as floats, row j at the returned pointer + j * hd: in place for
+// an f32 cache (ld apart), converted into buf for an f16 one (hd apart); *ld_out says which.
+inline const float* cache_rows(KvType type, const void* base, int64_t s, int64_t n, int64_t ld, int64_t c0,
+                               int64_t hd, float* buf, int64_t* ld_out) {
+  if (type == KvType::F32) {
+    *ld_out = ld;
+    return static_cast<const float*>(base) + s * ld + c0;
+  }
+  for (int64_t j = 0; j < n; ++j) from_halves_impl(static_cast<const uint16_t*>(base) + (s + j) * ld + c0, hd, buf + j * hd);
+  *ld_out = hd;
+  return buf;
+}
+
+NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
+                                        float* scratch) {
+  const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
+  const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // query t0 + i sees keys [0, n_past + t0 + i]
+  // scores of query i, head g at scores + (i * group + g) * max_keys
+  float* scores = scratch;
+  float* rows = scratch + nq * group * max_keys;  // up to 8 converted key or value rows
+  const auto first_query = [&](int64_t key) { return std::max<int64_t>(0, key - a.n_past - t0); };  // that sees it
+  const float* q0 = a.q + t0 * qd + kvh * group * hd;
+  int64_t s = 0, ld;
+  for (; s + 8 <= max_keys; s += 8) {  // tiles of 8 keys, for every query that sees the first
+    const float* k = cache_rows(a.type, a.k, s, 8, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = first_query(s); i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        float* out = scores + (i * group + g) * max_keys + s;  // (keys past the query's own: unused)
+        dot_keys8(q0 + i * qd + g * hd, k, ld, hd, out);
+        for (int j = 0; j < 8; ++j) out[j] *= a.scale;
+      }
+  }
+  for (; s < max_keys; ++s) {
+    const float* k = cache_rows(a.type, a.k, s, 1, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = first_query(s); i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + s] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+  }
+  float inv_sum[kMaxQueryBlock * 64];  // nq <= kMaxQueryBlock, group <= 64 (checked by the decoder)
+  for (int64_t i = 0; i < nq; ++i) {
+    const int64_t n_keys = a.n_past + t0 + i + 1;
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores + (i * group + g) * max_keys;
+      inv_sum[i * group + g] = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+    }
+    std::memset(a.out + (t0 + i) * qd + kvh * group * hd, 0, static_cast<size_t>(group * hd) * sizeof(float));
+  }
+  // Values in key order: 4 keys at a time for the queries that see all 4, one by one for
+  // the others (the same additions in the same order either way).
+  for (s = 0; s < max_keys; s += 4) {
+    const int64_t nk = std::min<int64_t>(4, max_keys - s);
+    const float* v = cache_rows(a.type, a.v, s, nk, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = first_query(s); i < nq; ++i) {
+      const int64_t visible = std::min(nk, a.n_past + t0 + i + 1 - s);
+      float* out = a.out + (t0 + i) * qd + kvh * group * hd;
+      for (int64_t g = 0; g < group; ++g) {
+        const float* sg = scores + (i * group + g) * max_keys + s;
+        const float inv = inv_sum[i * group + g];
+        if (visible == 4) {
+          const float p[4] = {sg[0] * inv, sg[1] * inv, sg[2] * inv, sg[3] * inv};
+          axpy4_row(p, v, ld, out + g * hd, hd);
+        } else {
+          for (int64_t j = 0; j < visible; ++j) axpy_row(sg[j] * inv, v + j * ld, out + g * hd, hd);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nl::infer
