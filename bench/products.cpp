@@ -289,6 +289,7 @@ int main(int argc, char** argv) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     std::fflush(stdout);
 
+    std::string engine_isa;  // the engine's kernels, int8 set included (printed after the table)
     for (const auto& preset : split_list(models)) {
       const std::vector<Shape> shapes = distinct_shapes(preset, proj_filter);
       if (shapes.empty()) continue;
@@ -307,6 +308,7 @@ int main(int argc, char** argv) {
         nl::EngineOptions eo;
         eo.threads = n_threads;
         const auto engine = nl::make_engine(*model, eo);
+        if (engine_isa.empty()) engine_isa = engine->isa();
         for (const Shape& s : shapes) {
           const nl::WeightHandle h = s.head ? engine->output_handle() : engine->handle(0, s.first);
           for (int64_t T : token_counts) {
@@ -335,7 +337,8 @@ int main(int argc, char** argv) {
                 json_out << "{\"model\":\"" << json_escape(preset) << "\",\"projs\":\"" << s.projs
                          << "\",\"out\":" << s.out << ",\"in\":" << s.in << ",\"type\":\"" << nl::qtype_name(type)
                          << "\",\"precision\":\"" << nl::precision_name(mode) << "\",\"T\":" << T
-                         << ",\"threads\":" << n_threads << ",\"fwd_s\":" << f.best_s << ",\"dx_s\":" << g.best_s
+                         << ",\"threads\":" << n_threads << ",\"isa\":\"" << json_escape(engine->isa())
+                         << "\",\"fwd_s\":" << f.best_s << ",\"dx_s\":" << g.best_s
                          << ",\"fwd_gflops\":" << gf << ",\"dx_gflops\":" << gg << ",\"peak_gflops\":" << peak
                          << "}\n";
                 json_out.flush();
@@ -345,6 +348,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (!engine_isa.empty()) std::printf("\nengine isa: %s\n", engine_isa.c_str());
   } catch (const nl::Error& e) {
     std::fprintf(stderr, "nl_bench_products: %s\n", e.what());
     return 1;

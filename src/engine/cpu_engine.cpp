@@ -545,7 +545,7 @@ class CpuEngine final : public FrozenEngine {
  public:
   CpuEngine(const Model& model, const EngineOptions& opt)
       : kernels_(engine::select_kernels(opt.isa)),
-        int8_(engine::int8_kernels_for(kernels_.isa)),
+        int8_(engine::select_int8_kernels(opt.isa, kernels_.isa)),
         matvec_(engine::matvec_kernels_for(kernels_.isa)),
         f16_(engine::f16_kernels_for(kernels_.isa)),
         pool_(opt.threads) {
@@ -575,7 +575,7 @@ class CpuEngine final : public FrozenEngine {
 
   std::string backend() const override { return "cpu"; }
   int threads() const override { return pool_.size(); }
-  std::string isa() const override { return kernels_.isa; }
+  std::string isa() const override { return engine::engine_isa_name(kernels_.isa, int8_); }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
   // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored, with every
   // set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants). Other types

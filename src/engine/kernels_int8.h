@@ -176,14 +176,25 @@ void forward_pair_by_calls(const int8_t* q, const float* d, const int32_t* sum, 
 }
 
 const Int8Kernels& int8_kernels_scalar();
-// nullptr without AVX2 (build or CPU); the AVX-VNNI set when the CPU has it (and
-// NL_INT8_VNNI is not 0), else the plain AVX2 one (int8_kernels_avx2_plain, also reachable
-// directly for tests). Both give the same bits.
+// The x86-64 sets: one source (kernels_int8_avx2_body.h) compiled for plain AVX2 ("avx2":
+// vpmaddubsw), AVX-VNNI ("avx2-vnni": VEX vpdpbusd) and AVX-512 VNNI ("avx512-vnni": EVEX
+// vpdpbusd); all give the same bits. int8_kernels_avx2() is the engine's: nullptr without
+// AVX2 (build or CPU); else the set the environment variable NL_INT8_VNNI forces
+//   0 or avx2     plain AVX2, no VNNI
+//   avx-vnni      the AVX-VNNI set (an nl::Error where the CPU lacks it)
+//   avx512-vnni   the AVX-512 VNNI set (an nl::Error where the CPU or OS lacks it)
+//   auto, 1, unset or empty: the fastest the CPU runs: avx512-vnni where the CPU has it
+//   (with or without AVX-VNNI: measured on Zen 5, kernels_int8_avx2.cpp), else avx2-vnni,
+//   else avx2.
+// The others return their set where the CPU runs it, else nullptr (for tests and benches).
 const Int8Kernels* int8_kernels_avx2();
+// The choice int8_kernels_avx2() makes once, for a value of NL_INT8_VNNI (null: unset).
+const Int8Kernels* int8_kernels_avx2_choice(const char* nl_int8_vnni);
 const Int8Kernels* int8_kernels_avx2_plain();
-const Int8Kernels* int8_kernels_avx2_vnni();  // nullptr without AVX-VNNI (build or CPU)
-// The AVX-VNNI set's code with vpdpbusd emulated by AVX2 instructions (same bits, slower):
-// for tests on CPUs without AVX-VNNI. nullptr without AVX2; never chosen by the engine.
+const Int8Kernels* int8_kernels_avx2_vnni();    // nullptr without AVX-VNNI (build or CPU)
+const Int8Kernels* int8_kernels_avx512_vnni();  // nullptr without AVX512F/BW/VL/VNNI
+// The VNNI sets' code with vpdpbusd emulated by AVX2 instructions (same bits, slower): for
+// tests on CPUs without VNNI (and qemu). nullptr without AVX2; never chosen by the engine.
 const Int8Kernels* int8_kernels_avx2_vnni_emulated();
 // nullptr off aarch64; the sdot set when the CPU has the dot-product extension, else the
 // widening one of the ARMv8.0 baseline. Both are also reachable directly for tests (the sdot
@@ -191,15 +202,32 @@ const Int8Kernels* int8_kernels_avx2_vnni_emulated();
 const Int8Kernels* int8_kernels_neon();
 const Int8Kernels* int8_kernels_neon_widening();
 const Int8Kernels* int8_kernels_neon_dotprod();
-// The int8 kernels for the isa of the engine's panel kernels ("scalar", "avx2", "neon").
+// The int8 kernels for an engine isa name (dispatch.cpp): "scalar", "avx2", "neon", ...
+// give that family's choice for this CPU (int8_kernels_avx2(), int8_kernels_neon()); a name
+// as the cpu engine's isa() reports it, "PANEL, int8 SET" (engine_isa_name), gives the set
+// named SET, which must run here (an nl::Error otherwise).
 const Int8Kernels& int8_kernels_for(const std::string& isa);
+// What the cpu engine's isa() reports: the panel kernels' isa and the int8 set's name
+// ("avx2, int8 avx512-vnni"), the panel isa alone where that names the same set and would
+// give it back ("scalar"; "avx2" under NL_INT8_VNNI=0; "neon" without dotprod).
+// int8_kernels_for and the engine's isa option (select_kernels, select_int8_kernels) take
+// it back.
+std::string engine_isa_name(const char* panel_isa, const Int8Kernels& k);
+// The panel part of such a name ("avx2" of "avx2, int8 avx512-vnni").
+std::string panel_isa_of(const std::string& isa);
+// The cpu engine's int8 set for its isa option `requested` ("auto" resolved through
+// NL_ENGINE_ISA as select_kernels does) and the panel kernels' isa it chose: the set the
+// request names, else int8_kernels_for(panel_isa).
+const Int8Kernels& select_int8_kernels(const std::string& requested, const char* panel_isa);
 
 // Whether set k on this CPU runs int8 products faster than f32 ones even for weights it must
 // dequantize and requantize per task (every type but Q4_0/Q8_0). Measured (2 threads, every
-// products-benchmark shape, F16/Q4_K/Q6_K, docs/PERFORMANCE.md): yes with AVX-VNNI (Zen 5)
-// and with plain AVX2 on AMD Zen 3 (family 0x19, which Zen 4 shares: two integer-multiply
-// pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves). Elsewhere not
-// measured, so no (scalar, NEON, Intel without AVX-VNNI).
+// products-benchmark shape, F16/Q4_K/Q6_K, docs/PERFORMANCE.md and
+// docs/performance/int8-types-2026-12-06-zen5.md): yes with AVX-VNNI and AVX-512 VNNI
+// (Zen 5) and with plain AVX2 on AMD Zen 3 (family 0x19, which Zen 4 shares: two
+// integer-multiply pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves).
+// Intel CPUs with either VNNI: not measured, assumed as on Zen 5 (vpdpbusd is what makes
+// the difference). Elsewhere not measured, so no (scalar, NEON, Intel without VNNI).
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
 // Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0 or Q8_0),
 // whose quants it uses as stored: yes, except Q8_0 with the NEON widening set of cores

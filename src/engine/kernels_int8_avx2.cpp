@@ -3,11 +3,15 @@
 #include "kernels_int8.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "cpu_features_x86.h"
+#include "nightlora/util/error.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -18,35 +22,43 @@
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_plain() {
-  static const bool cpu_has_it =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   static const Int8Kernels k = avx2_int8_kernels("avx2");
-  return cpu_has_it ? &k : nullptr;
+  return x86_features().avx2 ? &k : nullptr;
 }
 
-const Int8Kernels* int8_kernels_avx2() {
-  if (const Int8Kernels* vnni = int8_kernels_avx2_vnni()) return vnni;
+const Int8Kernels* int8_kernels_avx2_choice(const char* nl_int8_vnni) {
+  if (!int8_kernels_avx2_plain()) return nullptr;
+  const std::string v = nl_int8_vnni ? nl_int8_vnni : "";
+  const auto need = [&](const Int8Kernels* k, const char* what) {
+    // A set the CPU lacks is an error, not a silent fallback: a benchmark or a test that
+    // forces one must not measure another.
+    if (!k)
+      fail("NL_INT8_VNNI=" + v, std::string("this CPU (or its OS) has no ") + what,
+           "unset NL_INT8_VNNI or set it to auto, 0 (plain AVX2) or a VNNI form the CPU has");
+    return k;
+  };
+  if (v == "0" || v == "avx2") return int8_kernels_avx2_plain();
+  if (v == "avx-vnni" || v == "avx2-vnni") return need(int8_kernels_avx2_vnni(), "AVX-VNNI");
+  if (v == "avx512-vnni") return need(int8_kernels_avx512_vnni(), "AVX-512 VNNI (with AVX512F/BW/VL)");
+  if (!v.empty() && v != "auto" && v != "1")
+    fail("NL_INT8_VNNI=" + v, "unknown int8 kernel set",
+         "use auto (the default), 0 or avx2 (no VNNI), avx-vnni (VEX vpdpbusd) or avx512-vnni (EVEX vpdpbusd)");
+  // With both VNNI forms (Zen 5, Sapphire Rapids and later) the AVX-512 one: on Zen 5 its
+  // 512-bit loops took 0.6-0.8x the AVX-VNNI set's time (median over 8 shapes per type,
+  // int8 products at 256 tokens, 2 threads, docs/performance/int8-types-2026-12-06-zen5.md).
+  if (const Int8Kernels* k = int8_kernels_avx512_vnni()) return k;
+  if (const Int8Kernels* k = int8_kernels_avx2_vnni()) return k;
   return int8_kernels_avx2_plain();
 }
 
-namespace {
-// An AMD CPU of family 0x19 or later (Zen 3 and after): CPUID leaf 0's vendor, leaf 1's
-// family (base + extended).
-bool amd_zen3_or_later() {
-  unsigned a, b, c, d;
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0 || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-  const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-  return family >= 0x19;
+const Int8Kernels* int8_kernels_avx2() {
+  static const Int8Kernels* chosen = int8_kernels_avx2_choice(std::getenv("NL_INT8_VNNI"));
+  return chosen;
 }
-}  // namespace
 
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k) {
-  if (&k == int8_kernels_avx2_vnni()) return true;
-  static const bool zen3 = amd_zen3_or_later();
-  return &k == int8_kernels_avx2_plain() && zen3;
+  if (&k == int8_kernels_avx2_vnni() || &k == int8_kernels_avx512_vnni()) return true;
+  return &k == int8_kernels_avx2_plain() && x86_features().amd_zen3_or_later;
 }
 
 }  // namespace nl::engine
@@ -55,6 +67,7 @@ bool int8_beats_f32_when_requantizing(const Int8Kernels& k) {
 
 namespace nl::engine {
 const Int8Kernels* int8_kernels_avx2_plain() { return nullptr; }
+const Int8Kernels* int8_kernels_avx2_choice(const char*) { return nullptr; }
 const Int8Kernels* int8_kernels_avx2() { return nullptr; }
 bool int8_beats_f32_when_requantizing(const Int8Kernels&) { return false; }
 }  // namespace nl::engine

@@ -1,7 +1,8 @@
-// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled three times: by
+// The AVX2 int8 kernels (layouts and arithmetic: kernels_int8.h), compiled four times: by
 // kernels_int8_avx2.cpp for AVX2+FMA+F16C, by kernels_int8_avx2_vnni.cpp with AVX-VNNI
-// as well (NL_INT8_VNNI = 1) and by kernels_int8_avx2_vnni_emulated.cpp, the VNNI set with
-// vpdpbusd emulated (for tests). The including file sets the target pragma; everything here
+// as well (NL_INT8_VNNI = 1), by kernels_int8_avx512_vnni.cpp with AVX-512 VNNI instead
+// (NL_INT8_VNNI = NL_INT8_VNNI_EVEX = 1) and by kernels_int8_avx2_vnni_emulated.cpp, the
+// VNNI set with vpdpbusd emulated (for tests). The including file sets the target pragma; everything here
 // has internal linkage, so each compilation is its own set.
 //
 // The integer dot product, without VNNI, is vpmaddubsw (unsigned x signed bytes -> pairs
@@ -31,6 +32,12 @@
 #ifndef NL_INT8_VNNI_EMULATED
 #define NL_INT8_VNNI_EMULATED 0
 #endif
+// NL_INT8_VNNI_EVEX: vpdpbusd in its AVX-512 VNNI (EVEX) form, under a target pragma with
+// AVX512F/BW/VL/VNNI (kernels_int8_avx512_vnni.cpp); the compiler may then also use
+// ymm16-31 and EVEX forms of the other instructions. The same integers.
+#ifndef NL_INT8_VNNI_EVEX
+#define NL_INT8_VNNI_EVEX 0
+#endif
 
 // Without reassociation GCC keeps each token's int16 sums as the chains they are written as
 // instead of trees of all 32 products (fewer spills): the input gradient is 3-4% faster on
@@ -59,6 +66,8 @@ inline __m256i dpbusd(__m256i sums, __m256i u, __m256i s) {
   const __m256i u_even = _mm256_and_si256(u, _mm256_set1_epi16(0x00FF)), u_odd = _mm256_srli_epi16(u, 8);
   const __m256i s_even = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), s_odd = _mm256_srai_epi16(s, 8);
   return _mm256_add_epi32(sums, _mm256_add_epi32(_mm256_madd_epi16(u_even, s_even), _mm256_madd_epi16(u_odd, s_odd)));
+#elif NL_INT8_VNNI_EVEX
+  return _mm256_dpbusd_epi32(sums, u, s);
 #else
   return _mm256_dpbusd_avx_epi32(sums, u, s);
 #endif
@@ -597,11 +606,74 @@ inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* 
   }
 }
 
+#if NL_INT8_VNNI_EVEX
+// The AVX-512 form of forward_tokens_pair: one 512-bit register holds chunk c of both
+// panels (lanes 0-7 p0's rows, 8-15 p1's), so each activation broadcast feeds one vpdpbusd
+// for 16 rows instead of two, and the f32 tail (conversion, scale, fused multiply-add) runs
+// once per 16 rows. The same integers and the same f32 chain per output as the 256-bit code.
+// 32 registers: NT = 8 tokens keep their 8 partial sums and 8 accumulators in registers.
+inline __m512i join_halves(const void* lo, const void* hi) {
+  // (The masked forms with every lane selected, here and in to_float: the plain intrinsics
+  // pass an undefined vector that GCC 12 warns about, -Wmaybe-uninitialized.)
+  const __m512i a = _mm512_maskz_loadu_epi32(0x00FF, lo);  // lo's 32 bytes, the upper half zero
+  return _mm512_mask_inserti64x4(a, 0xFF, a, _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+}
+inline __m512 to_float(__m512i v) { return _mm512_maskz_cvtepi32_ps(0xFFFF, v); }
+inline void keep_in_register(__m512i& v) { asm("" : "+v"(v)); }
+
+template <int NT, Int8Kind K>
+inline void forward_tokens_pair512(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                   const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y,
+                                   int64_t ldy) {
+  constexpr bool kSigned = K == Int8Kind::Signed;
+  const int64_t blocks = ldq / kQ8Block;
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < p0.blocks; ++b) {
+    __m512i part[NT];
+    for (int t = 0; t < NT; ++t) part[t] = _mm512_setzero_si512();
+    const uint8_t *w0 = p0.q.data() + b * 256, *w1 = p1.q.data() + b * 256;
+    const int8_t* x = q + b * kQ8Block;
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m512i w = join_halves(w0 + 32 * c, w1 + 32 * c);
+      for (int t = 0; t < NT; ++t) {
+        int32_t v;
+        std::memcpy(&v, x + t * ldq + 4 * c, 4);
+        const __m512i xc = _mm512_set1_epi32(v);
+        // Signed panels: unsigned activations q + 128 against the signed weights (wsum
+        // below); nibble panels: unsigned nibbles against the signed activations.
+        part[t] = kSigned ? _mm512_dpbusd_epi32(part[t], _mm512_xor_si512(xc, flip), w)
+                          : _mm512_dpbusd_epi32(part[t], w, xc);
+        keep_in_register(part[t]);
+      }
+    }
+    const __m512 dw = _mm512_castsi512_ps(join_halves(p0.d.data() + b * 8, p1.d.data() + b * 8));
+    const __m512i wsum = kSigned ? join_halves(p0.wsum.data() + b * 8, p1.wsum.data() + b * 8) : _mm512_setzero_si512();
+    for (int t = 0; t < NT; ++t) {
+      const __m512i offset = kSigned ? wsum : _mm512_set1_epi32(8 * sum[t * blocks + b]);
+      const __m512i isum = _mm512_sub_epi32(part[t], offset);
+      acc[t] = _mm512_fmadd_ps(to_float(isum), _mm512_mul_ps(dw, _mm512_set1_ps(d[t * blocks + b])), acc[t]);
+    }
+  }
+  const __mmask16 rows = static_cast<__mmask16>(0xFFu | (((1u << nr1) - 1u) << 8));
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(Y + t * ldy, rows, acc[t]);
+}
+#endif
+
 template <Int8Kind K>
 void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
   int64_t t = 0;
+#if NL_INT8_VNNI_EVEX
+  for (; t + 8 <= nt; t += 8)
+    forward_tokens_pair512<8, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+  for (; t < nt; ++t)
+    forward_tokens_pair512<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+  return;
+#endif
   // 3 tokens at a time: their 6 accumulators and 6 partial sums, the two weight chunks and
   // a broadcast fit the 16 registers; with 4 tokens GCC spilled (measured on Zen 3, 2
   // threads, Q4_0 q/up/down of the three presets at 128 and 512 tokens: 1.01-1.11x faster,
@@ -791,6 +863,62 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
   }
 }
 
+#if NL_INT8_VNNI_EVEX
+// D[t, c0 .. c0+16) = start + e[t] * isum[t] for the two column groups of one 512-bit
+// register (columns from n on are left alone): add_column_group, 16 columns at a time.
+template <int NT, GradStart S>
+inline void add_column_group_pair(const __m512i isum[NT], const __m512 ev[NT], int64_t c0, int64_t n, const float* A,
+                                  int64_t lda, float* D, int64_t ldd) {
+  if (c0 >= n) return;
+  const __mmask16 cols = n - c0 >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - c0)) - 1u);
+  for (int t = 0; t < NT; ++t) {
+    float* d = D + t * ldd + c0;
+    __m512 a = _mm512_setzero_ps();
+    if constexpr (S == GradStart::InPlace) a = _mm512_maskz_loadu_ps(cols, d);
+    if constexpr (S == GradStart::Apart) a = _mm512_maskz_loadu_ps(cols, A + t * lda + c0);
+    _mm512_mask_storeu_ps(d, cols, _mm512_fmadd_ps(to_float(isum[t]), ev[t], a));
+  }
+}
+
+// The AVX-512 form of grad_pass_products (the activations are unsigned, as with any VNNI
+// panel): chunk c of the four column groups in two 512-bit registers (groups 0, 1 and 2, 3),
+// so each activation broadcast feeds two vpdpbusd for 32 columns instead of four. The sums
+// start at minus 128 x the column sums, as in the 256-bit code: the same integers.
+template <int NT, GradStart S>
+inline void grad_pass_products512(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb,
+                                  int64_t n, const float* A, int64_t lda, float* D, int64_t ldd) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kGradRowBlock;
+    if (c0 >= n) break;
+    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
+    const int8_t* x = &pass.qv[t][0] + b * kGradRowBlock;
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i start01 = _mm512_sub_epi32(zero, join_halves(&pass.colsum[b][0], &pass.colsum[b][1]));
+    const __m512i start23 = _mm512_sub_epi32(zero, join_halves(&pass.colsum[b][2], &pass.colsum[b][3]));
+    __m512i part01[NT], part23[NT];
+    for (int i = 0; i < NT; ++i) part01[i] = start01, part23[i] = start23;
+#pragma GCC unroll 16
+    for (int c = 0; c < kGradChunks; ++c) {
+      const __m512i w01 = join_halves(w + c, w + kGradChunks + c);
+      const __m512i w23 = join_halves(w + 2 * kGradChunks + c, w + 3 * kGradChunks + c);
+      for (int i = 0; i < NT; ++i) {
+        int32_t v;
+        std::memcpy(&v, x + i * ldx + 4 * c, 4);
+        const __m512i xc = _mm512_set1_epi32(v);
+        part01[i] = _mm512_dpbusd_epi32(part01[i], xc, w01);
+        part23[i] = _mm512_dpbusd_epi32(part23[i], xc, w23);
+        keep_in_register(part01[i]);
+        keep_in_register(part23[i]);
+      }
+    }
+    __m512 ev[NT];  // per token, shared by the block's four column groups
+    for (int i = 0; i < NT; ++i) ev[i] = _mm512_set1_ps(pass.e[t + i][b]);
+    add_column_group_pair<NT, S>(part01, ev, c0, n, A, lda, D, ldd);
+    add_column_group_pair<NT, S>(part23, ev, c0 + 16, n, A, lda, D, ldd);
+  }
+}
+#endif
+
 // The two phases of input_grad_kind for one chunk of tokens and pass of column blocks. The
 // products are a function of their own: inlined into the loop nest with the requantization,
 // GCC 12 spilled the loop state around them (measured on Zen 3, 256 tokens x 256 columns of
@@ -817,6 +945,14 @@ __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t
                                                    int64_t nb, int64_t n, const float* A, int64_t lda, float* D,
                                                    int64_t ldd) {
   int64_t i = 0;
+#if NL_INT8_VNNI_EVEX
+  for (; i + 8 <= ct; i += 8)
+    grad_pass_products512<8, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  for (; i + 4 <= ct; i += 4)
+    grad_pass_products512<4, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  for (; i < ct; ++i) grad_pass_products512<1, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  return;
+#endif
   for (; i + 4 <= ct; i += 4)
     grad_pass_products<4, K, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
   for (; i < ct; ++i) grad_pass_products<1, K, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);

@@ -234,12 +234,6 @@ const Int8Kernels& int8_kernels_scalar() {
   return k;
 }
 
-const Int8Kernels& int8_kernels_for(const std::string& isa) {
-  if (isa == "avx2" && int8_kernels_avx2()) return *int8_kernels_avx2();
-  if (isa.rfind("neon", 0) == 0 && int8_kernels_neon()) return *int8_kernels_neon();
-  return int8_kernels_scalar();
-}
-
 bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type) {
   return type == QType::Q4_0 || &k != int8_kernels_neon_widening();
 }

@@ -231,6 +231,7 @@ std::string step_bench_json(const StepBenchResult& r, const StepBenchOptions& op
                       {"targets", opt.targets},
                       {"loss", opt.completion_only ? "completion" : "all"},
                       {"threads", r.engine_threads},
+                      {"engine_isa", r.engine_isa},
                       {"host_threads", r.host_threads},
                       {"precision", opt.precision},
                       {"precision_counts", {{"int8", r.precision.count(Precision::Int8)},

@@ -149,7 +149,7 @@ TEST_P(EngineProducts, MatchDenseReferenceAndScalarReference) {
   for (const std::string& isa : available_isas()) {
     SCOPED_TRACE("isa " + isa);
     auto engine = engine_for(mm.model, 3, isa);
-    ASSERT_EQ(engine->isa(), isa);
+    ASSERT_EQ(engine->isa().substr(0, engine->isa().find(",")), isa) << engine->isa();  // "avx2, int8 SET"
     const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
     ASSERT_EQ(engine->rows(h), c.rows);
     ASSERT_EQ(engine->cols(h), c.cols);

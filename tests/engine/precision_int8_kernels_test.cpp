@@ -30,11 +30,15 @@ using nl::engine::Int8Kernels;
 
 std::vector<const Int8Kernels*> simd_sets() {
   std::vector<const Int8Kernels*> sets;
-  // The AVX2 sets where the CPU runs them: the plain one and the AVX-VNNI one.
+  // The x86-64 sets where the CPU runs them: the plain AVX2 one, the AVX-VNNI one and the
+  // AVX-512 VNNI one.
   if (nl::engine::int8_kernels_avx2_plain()) sets.push_back(nl::engine::int8_kernels_avx2_plain());
   if (nl::engine::int8_kernels_avx2_vnni()) sets.push_back(nl::engine::int8_kernels_avx2_vnni());
   else if (nl::engine::int8_kernels_avx2_plain())
     std::printf("[int8] this CPU has no AVX-VNNI: the avx2-vnni set runs emulated only\n");
+  if (nl::engine::int8_kernels_avx512_vnni()) sets.push_back(nl::engine::int8_kernels_avx512_vnni());
+  else if (nl::engine::int8_kernels_avx2_plain())
+    std::printf("[int8] this CPU has no AVX-512 VNNI: the avx512-vnni set runs emulated only\n");
   // The VNNI set's code with vpdpbusd emulated: tested on every AVX2 machine.
   if (nl::engine::int8_kernels_avx2_vnni_emulated()) sets.push_back(nl::engine::int8_kernels_avx2_vnni_emulated());
   // The NEON sets: the widening one on every arm64 CPU, the sdot one where the CPU has it.

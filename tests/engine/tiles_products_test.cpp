@@ -120,7 +120,7 @@ TEST_P(TiledProducts, EveryInstructionSetMatchesTheScalarReference) {
       o.threads = 2;
       o.isa = isa;
       auto engine = nl::make_engine(mm.model, o);
-      ASSERT_EQ(engine->isa(), isa);
+      ASSERT_EQ(engine->isa().substr(0, engine->isa().find(",")), isa) << engine->isa();  // "avx2, int8 SET"
       const nl::WeightHandle h = engine->handle(0, nl::Proj::Q);
       std::vector<float> Y(Yref.size(), NAN), dX(dXref.size(), NAN);
       engine->forward(h, X.data(), s.T, Y.data());

@@ -185,11 +185,11 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
 }
 
 // The CPUs where int8 beats f32 even on requantized weights (kernels_int8.h), decided here
-// from /proc/cpuinfo rather than CPUID: AVX-VNNI (unless NL_INT8_VNNI=0 turns its kernel set
-// off), or AMD family 25 (0x19) and later.
+// from /proc/cpuinfo rather than CPUID: AVX-VNNI or AVX-512 VNNI (unless NL_INT8_VNNI=0 or
+// avx2 turns the VNNI sets off), or AMD family 25 (0x19) and later.
 bool cpuinfo_says_int8_beats_f32_when_requantizing() {
-  const char* vnni_off = std::getenv("NL_INT8_VNNI");
-  const bool vnni_allowed = !(vnni_off && std::string(vnni_off) == "0");
+  const char* vnni_env = std::getenv("NL_INT8_VNNI");
+  const bool vnni_allowed = !(vnni_env && (std::string(vnni_env) == "0" || std::string(vnni_env) == "avx2"));
   std::ifstream in("/proc/cpuinfo");
   std::string line, vendor, flags;
   int family = 0;
@@ -199,7 +199,9 @@ bool cpuinfo_says_int8_beats_f32_when_requantizing() {
     if (line.rfind("cpu family", 0) == 0) family = std::stoi(value);
     if (line.rfind("flags", 0) == 0) flags = value + " ";
   }
-  return (vnni_allowed && flags.find(" avx_vnni ") != std::string::npos) ||
+  const auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
+  const bool avx512_vnni = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512_vnni");
+  return (vnni_allowed && (has("avx_vnni") || avx512_vnni)) ||
          (vendor.find("AuthenticAMD") != std::string::npos && family >= 0x19);
 }
 

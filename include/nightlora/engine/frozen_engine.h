@@ -20,7 +20,8 @@ struct EngineOptions {
   std::string backend = "cpu";  // "cpu", "vulkan", or "auto" (vulkan when a GPU is present, else cpu)
   int threads = 0;              // 0: all cores
   // Kernel instruction set of the cpu backend: "auto" (the best this CPU runs; the
-  // environment variable NL_ENGINE_ISA=scalar|avx2 overrides it), "scalar" or "avx2".
+  // environment variable NL_ENGINE_ISA=scalar|avx2 overrides it), "scalar" or "avx2", or a
+  // name as isa() reports it, which also fixes the int8 kernel set ("avx2, int8 avx2-vnni").
   std::string isa = "auto";
 };
 
@@ -57,7 +58,8 @@ class FrozenEngine {
 
   virtual std::string backend() const = 0;
   virtual int threads() const = 0;
-  // The instruction set its kernels use ("scalar", "avx2", ...).
+  // The instruction set its kernels use ("scalar", "avx2", ...), on the cpu backend with
+  // its int8 kernel set where that is not implied ("avx2, int8 avx512-vnni").
   virtual std::string isa() const { return "scalar"; }
   // The modes in which this engine computes the products of matrix h in less time than in
   // f32, cheapest first: the ones precision calibration tries for it. An accelerator stores
