@@ -65,6 +65,13 @@ int main(int argc, char** argv) {
     row("int8 dot, vnni", nlbench::measure_int8_dot_vnni_peak(1, seconds), "GOP/s");
     if (threads > 1) row("int8 dot, vnni", nlbench::measure_int8_dot_vnni_peak(threads, seconds), "GOP/s");
   }
+  {  // avx512-vnni where the CPU has it (else the same as the vnni row)
+    const nlbench::PeakFigure f = nlbench::measure_int8_dot_avx512_vnni_peak(1, seconds);
+    if (f.isa.find("avx512") != std::string::npos) {
+      row("int8 dot, avx512-vnni", f, "GOP/s");
+      if (threads > 1) row("int8 dot, avx512-vnni", nlbench::measure_int8_dot_avx512_vnni_peak(threads, seconds), "GOP/s");
+    }
+  }
 #endif
   return 0;
 }

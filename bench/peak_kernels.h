@@ -31,5 +31,8 @@ PeakFigure measure_int8_dot_i16acc_peak(int threads, double seconds);
 // (elsewhere the same as measure_int8_dot_peak).
 bool has_int8_vnni();
 PeakFigure measure_int8_dot_vnni_peak(int threads, double seconds);
+// The 512-bit vpdpbusd of the engine's avx512-vnni set, where the CPU has AVX-512 VNNI
+// (elsewhere the same as measure_int8_dot_vnni_peak).
+PeakFigure measure_int8_dot_avx512_vnni_peak(int threads, double seconds);
 
 }  // namespace nlbench

@@ -29,11 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == value;
-}
-
 struct BenchStepArgs {
   std::string model, preset, type = "q4_0", loss = "all", max_memory, json;
   double peak_seconds = 0.5;
@@ -105,9 +100,11 @@ int run_bench_step(BenchStepArgs& a) {
     // The peaks of the instructions the engine's kernels use, on its threads, measured now
     // (the machine's speed moves within minutes: nl_bench_peak's figures from another time
     // would not do).
-    const bool vnni = nlbench::has_int8_vnni() && !env_is("NL_INT8_VNNI", "0");
-    const nlbench::PeakFigure i8 = vnni ? nlbench::measure_int8_dot_vnni_peak(r.engine_threads, a.peak_seconds)
-                                        : nlbench::measure_int8_dot_peak(r.engine_threads, a.peak_seconds);
+    // The engine's isa() names its int8 set ("avx2, int8 avx512-vnni").
+    const auto uses = [&](const char* set) { return r.engine_isa.find(set) != std::string::npos; };
+    const nlbench::PeakFigure i8 = uses("avx512-vnni") ? nlbench::measure_int8_dot_avx512_vnni_peak(r.engine_threads, a.peak_seconds)
+                                   : uses("vnni")      ? nlbench::measure_int8_dot_vnni_peak(r.engine_threads, a.peak_seconds)
+                                                       : nlbench::measure_int8_dot_peak(r.engine_threads, a.peak_seconds);
     const nlbench::PeakFigure f32 = nlbench::measure_f32_fma_peak(r.engine_threads, a.peak_seconds);
     peak = {i8.per_second(), f32.per_second(), i8.isa, f32.isa};
     std::printf("%s", nl::format_roofline(r, peak).c_str());
