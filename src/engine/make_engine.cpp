@@ -1,7 +1,22 @@
 #include "backends.h"
+#include "kernels.h"
+#include "kernels_int8.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
+
+std::vector<std::string> engine_backends_built() {
+#ifdef NL_HAVE_VULKAN
+  return {"cpu", "vulkan"};
+#else
+  return {"cpu"};
+#endif
+}
+
+std::string cpu_engine_isa(const std::string& isa) {
+  const engine::PanelKernels& panels = engine::select_kernels(isa);
+  return engine::engine_isa_name(panels.isa, engine::select_int8_kernels(isa, panels.isa));
+}
 
 std::unique_ptr<FrozenEngine> make_engine(const Model& model, const EngineOptions& opt) {
   if (opt.backend == "cpu") return make_cpu_engine(model, opt);

@@ -135,6 +135,7 @@ TEST(Int8Selection, EngineNamesItsInt8SetAndTakesTheNameBack) {
   const std::string panel = nl::engine::panel_isa_of(best->isa());
   const Int8Kernels& chosen = nl::engine::int8_kernels_for(panel);
   EXPECT_EQ(best->isa(), nl::engine::engine_isa_name(panel.c_str(), chosen));
+  EXPECT_EQ(nl::cpu_engine_isa(), best->isa());  // what `nightlora --version` prints
   std::printf("[int8] engine isa: %s\n", best->isa().c_str());
   if (panel == "scalar") {
     EXPECT_EQ(best->isa(), "scalar");

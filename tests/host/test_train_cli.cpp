@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nightlora/engine/frozen_engine.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/tokenizer.h"
@@ -162,6 +163,23 @@ TEST(TrainCli, MessagesOnASyntheticQwenModel) {
   auto g2 = run_cli(gen + " --adapter " + shq((td / "run").string()));
   ASSERT_EQ(g1.rc, 0) << g1.err;
   EXPECT_EQ(g1.out, g2.out);
+}
+
+}  // namespace
+
+namespace {
+
+// `nightlora --version`: the version and commit, the engines built in, and the cpu engine's
+// kernel sets on this CPU, as an engine made now reports them; exit 0 without a command.
+TEST(Cli, VersionNamesTheEnginesAndKernelSets) {
+  const auto r = nltest::run_cli("--version");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("nightlora ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("(commit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("engines: cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu engine kernels on this CPU: " + nl::cpu_engine_isa()), std::string::npos) << r.out;
+  const auto scalar = nltest::run_cmd("NL_ENGINE_ISA=scalar " + nltest::shq(NL_CLI_PATH) + " --version");
+  EXPECT_NE(scalar.out.find("kernels on this CPU: scalar "), std::string::npos) << scalar.out;
 }
 
 }  // namespace

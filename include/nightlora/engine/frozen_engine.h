@@ -116,4 +116,11 @@ class FrozenEngine {
 // layout. Throws nl::Error for an unknown backend or unsupported weight type.
 std::unique_ptr<FrozenEngine> make_engine(const Model& model, const EngineOptions& opt);
 
+// The backends this build has ("cpu", and "vulkan" where it was built with Vulkan).
+std::vector<std::string> engine_backends_built();
+// The kernel sets a cpu engine made with `isa` ("auto": this CPU's best, or the
+// NL_ENGINE_ISA / NL_INT8_VNNI overrides) runs, as its isa() names them ("avx2, int8
+// avx512-vnni"). Throws nl::Error for a set this build or CPU cannot run.
+std::string cpu_engine_isa(const std::string& isa = "auto");
+
 }  // namespace nl
