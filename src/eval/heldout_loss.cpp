@@ -13,6 +13,7 @@
 // only on its own input row, so neither packing nor the last block's row selection changes
 // a number (tests/eval/heldout_loss_test.cpp compares with TrainStep::forward_only example
 // by example, bit for bit).
+#include "nightlora/host/layer_vectors.h"
 #include "nightlora/eval/heldout_loss.h"
 
 #include <algorithm>
@@ -46,21 +47,6 @@ namespace {
 
 using Buf = std::vector<float>;
 
-// Small frozen vectors (norm weights, biases), dequantized once, as the training step does.
-Buf load_vector(const TensorView& t, int64_t expect, const char* what) {
-  if (!t.present()) fail(std::string("model tensor ") + what, "missing");
-  int64_t n = 1;
-  for (int64_t e : t.ne) n *= e;
-  if (n != expect)
-    fail(t.name, std::string(what) + " has " + std::to_string(n) + " elements, expected " + std::to_string(expect));
-  Buf v(static_cast<size_t>(n));
-  dequantize_row(t.type, t.data, v.data(), n);
-  return v;
-}
-
-struct LayerVectors {
-  Buf attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
-};
 
 // Rows [0, n) of `rows` gathered from src (row length w) into dst.
 void gather_rows(const float* src, const std::vector<int64_t>& rows, int64_t w, float* dst) {
@@ -104,23 +90,9 @@ struct HeldoutScorer::Impl {
     eo.threads = opt.threads;
     engine = make_engine(model, eo);
     const int64_t d = cfg.d_model;
-    for (int64_t l = 0; l < cfg.n_layer; ++l) {
-      const LayerWeights& w = m.weights.layers[static_cast<size_t>(l)];
-      LayerVectors vec;
-      vec.attn_norm = load_vector(w.attn_norm, d, "attn_norm");
-      vec.ffn_norm = load_vector(w.ffn_norm, d, "ffn_norm");
-      if (cfg.qkv_bias) {
-        vec.bq = load_vector(w.bq, cfg.q_dim(), "attn_q.bias");
-        vec.bk = load_vector(w.bk, cfg.kv_dim(), "attn_k.bias");
-        vec.bv = load_vector(w.bv, cfg.kv_dim(), "attn_v.bias");
-      }
-      if (cfg.qk_norm) {
-        vec.q_norm = load_vector(w.q_norm, cfg.head_dim, "attn_q_norm");
-        vec.k_norm = load_vector(w.k_norm, cfg.head_dim, "attn_k_norm");
-      }
-      lv.push_back(std::move(vec));
-    }
-    out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+    ModelVectors mv = load_model_vectors(m);
+    lv = std::move(mv.layers);
+    out_norm = std::move(mv.output_norm);
     const int64_t C = opt.loss_chunk;
     lx.resize(static_cast<size_t>(C * d));
     lxn.resize(static_cast<size_t>(C * d));

@@ -17,6 +17,7 @@
 // StepBuffers spans, so a step allocates nothing. Blocks the plan keeps have their own
 // activation slot and skip the recompute in backward; the others share the first slot.
 // Each step is timed from the inside (timed_engine.h): host categories and engine busy time.
+#include "nightlora/host/layer_vectors.h"
 #include "nightlora/host/train_step.h"
 
 #include <algorithm>
@@ -43,21 +44,6 @@ using Buf = std::vector<float>;
 
 void zero(float* p, int64_t n) { std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); }
 
-// Small frozen vectors (norm weights, biases) dequantized once at construction.
-Buf load_vector(const TensorView& t, int64_t expect, const char* what) {
-  if (!t.present()) fail(std::string("model tensor ") + what, "missing");
-  int64_t n = 1;
-  for (int64_t e : t.ne) n *= e;
-  if (n != expect)
-    fail(t.name, std::string(what) + " has " + std::to_string(n) + " elements, expected " + std::to_string(expect));
-  Buf v(static_cast<size_t>(n));
-  dequantize_row(t.type, t.data, v.data(), n);
-  return v;
-}
-
-struct LayerVectors {
-  Buf attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
-};
 
 }  // namespace
 
@@ -108,24 +94,9 @@ struct TrainStep::Impl : StepBuffers {
       fail(m.source_path, "n_head " + std::to_string(cfg.n_head) + " is not a multiple of n_kv_head " +
                               std::to_string(cfg.n_kv_head));
     if (cfg.head_dim % 2 != 0) fail(m.source_path, "head_dim must be even for RoPE");
-    const int64_t d = cfg.d_model;
-    for (int64_t l = 0; l < cfg.n_layer; ++l) {
-      const LayerWeights& w = m.weights.layers[static_cast<size_t>(l)];
-      LayerVectors v;
-      v.attn_norm = load_vector(w.attn_norm, d, "attn_norm");
-      v.ffn_norm = load_vector(w.ffn_norm, d, "ffn_norm");
-      if (cfg.qkv_bias) {
-        v.bq = load_vector(w.bq, cfg.q_dim(), "attn_q.bias");
-        v.bk = load_vector(w.bk, cfg.kv_dim(), "attn_k.bias");
-        v.bv = load_vector(w.bv, cfg.kv_dim(), "attn_v.bias");
-      }
-      if (cfg.qk_norm) {
-        v.q_norm = load_vector(w.q_norm, cfg.head_dim, "attn_q_norm");
-        v.k_norm = load_vector(w.k_norm, cfg.head_dim, "attn_k_norm");
-      }
-      lv.push_back(std::move(v));
-    }
-    out_norm = load_vector(m.weights.output_norm, d, "output_norm");
+    ModelVectors mv = load_model_vectors(m);
+    lv = std::move(mv.layers);
+    out_norm = std::move(mv.output_norm);
     // With a plan the arena is made now, once; without one at the first batch.
     if (opt.memory) allocate(opt.memory->max_tokens, opt.memory->rank, opt.memory->kept_blocks);
     else kept = std::clamp<int64_t>(opt.keep_blocks, 1, std::max<int64_t>(cfg.n_layer, 1));

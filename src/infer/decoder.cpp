@@ -8,6 +8,7 @@
 // are the training step's (src/host/ops*.cpp) where they fit; attention over the cache is
 // cached_attention.h. Products are submitted together where they share their input (Q, K,
 // V; gate, up), so the engine runs them back to back.
+#include "nightlora/host/layer_vectors.h"
 #include "nightlora/infer/decoder.h"
 
 #include <algorithm>
@@ -35,17 +36,6 @@ KvType parse_kv_type(const std::string& s) {
 
 namespace {
 
-// Norm weights and biases are small vectors: kept as f32 whatever their stored type.
-std::vector<float> to_floats(const TensorView& t) {
-  if (!t.present()) return {};
-  std::vector<float> v(static_cast<size_t>(t.cols()));
-  dequantize_row(t.type, t.data, v.data(), t.cols());
-  return v;
-}
-
-struct LayerVectors {
-  std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
-};
 
 // Grows v to at least n elements (never shrinks: buffers are reused across forwards).
 template <class T>
@@ -100,10 +90,9 @@ struct Decoder::Impl {
            "the decoder supports up to 64 query heads per key/value head");
     max_ctx = opt.max_context > 0 ? opt.max_context : c.context;
     check_engine_fits();
-    for (const LayerWeights& l : m.weights.layers)
-      vecs.push_back({to_floats(l.attn_norm), to_floats(l.ffn_norm), to_floats(l.bq), to_floats(l.bk),
-                      to_floats(l.bv), to_floats(l.q_norm), to_floats(l.k_norm)});
-    out_norm = to_floats(m.weights.output_norm);
+    ModelVectors mv = load_model_vectors(m);
+    vecs = std::move(mv.layers);
+    out_norm = std::move(mv.output_norm);
     const size_t L = static_cast<size_t>(c.n_layer);
     if (opt.kv_type == KvType::F16) k16.resize(L), v16.resize(L);
     else k32.resize(L), v32.resize(L);
