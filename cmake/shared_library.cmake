@@ -70,3 +70,15 @@ set(NL_PYTHON_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/python3/dist-packages
     CACHE STRING "Where `cmake --install` puts the nightlora Python package (relative to the prefix)")
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/nightlora DESTINATION ${NL_PYTHON_INSTALL_DIR}
         PATTERN "__pycache__" EXCLUDE)
+
+# The installed tree as an app sees it: exported symbols, the C example with cc + pkg-config
+# and with find_package, the Python bindings' tests (tests/capi/installed_test.sh).
+if(NL_BUILD_TESTS AND NOT CMAKE_CROSSCOMPILING)
+  enable_testing()
+  foreach(_mode symbols c cmake python)
+    add_test(NAME capi.installed.${_mode}
+             COMMAND ${CMAKE_SOURCE_DIR}/tests/capi/installed_test.sh ${_mode} ${CMAKE_BINARY_DIR}
+                     $<TARGET_FILE:nightlora_cli>)
+    set_tests_properties(capi.installed.${_mode} PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

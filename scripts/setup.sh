@@ -35,6 +35,8 @@ APT_PACKAGES=(
   "mesa-vulkan-drivers=22.3.6-1+deb12u2"
   # Headless browser for the report test (tests/report): renders `nightlora report` pages.
   "chromium=156.0.8078.108-1~deb12u1"
+  # Python bindings' tests (python/tests, ctest capi.installed.python) with Debian's pytest.
+  "python3-pytest=7.2.1-2"
 )
 
 SUDO=""

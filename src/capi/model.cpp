@@ -1,4 +1,6 @@
 // nl_model_* and nl_adapter_*: loading a model once (nl::ResidentModel) and adapters for it.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 

@@ -15,6 +15,7 @@
 #include "nightlora/host/lora.h"
 #include "nightlora/train/resident_model.h"
 #include "nightlora/train/training_job.h"
+#include "nightlora/util/error.h"
 
 // A model loaded once: the resident model (weights, tokenizer, its one frozen engine and the
 // turns every user of the engine takes).

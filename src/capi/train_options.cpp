@@ -24,11 +24,13 @@ const char* kWhere = "training options";
 // One option: the field it sets, and the CLI's check of its value (if any).
 using Field = std::variant<std::string O::*, int64_t O::*, uint64_t O::*, int O::*, double O::*, float O::*, bool O::*>;
 struct Option {
+  Option(Field f, std::vector<std::string> values = {}, double lo = -std::numeric_limits<double>::infinity(),
+         double hi = std::numeric_limits<double>::infinity(), bool lo_exclusive = false)
+      : field(f), one_of(std::move(values)), min(lo), max(hi), min_exclusive(lo_exclusive) {}
   Field field;
   std::vector<std::string> one_of;  // accepted values of a string option (CLI11 IsMember)
-  double min = -std::numeric_limits<double>::infinity();  // smallest accepted number
-  double max = std::numeric_limits<double>::infinity();
-  bool min_exclusive = false;  // CLI11 PositiveNumber: > 0
+  double min, max;                  // accepted numbers
+  bool min_exclusive;               // CLI11 PositiveNumber: > 0
 };
 
 // `nightlora train`'s options, by the names the CLI gives them (cli/cmd_train.cpp).

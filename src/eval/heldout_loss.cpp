@@ -60,7 +60,8 @@ struct HeldoutScorer::Impl {
   const Model& model;
   ModelConfig cfg;
   HeldoutOptions opt;
-  std::unique_ptr<FrozenEngine> engine;
+  std::unique_ptr<FrozenEngine> own_engine;
+  FrozenEngine* engine = nullptr;  // own_engine, or a borrowed one
   ThreadPool pool;       // host work while the engine is idle
   ThreadPool side_pool;  // the LoRA branch while an engine product is in flight (one thread, as in training)
   std::vector<LayerVectors> lv;
@@ -79,16 +80,22 @@ struct HeldoutScorer::Impl {
   std::vector<int32_t> pos, chunk_labels;
   std::vector<int64_t> sup;  // supervised positions of the batch
 
-  Impl(const Model& m, const HeldoutOptions& o) : model(m), cfg(m.config), opt(o), pool(o.threads), side_pool(1) {
+  Impl(const Model& m, const HeldoutOptions& o, FrozenEngine* borrowed)
+      : model(m), cfg(m.config), opt(o), pool(o.threads), side_pool(1) {
     if (opt.max_batch_tokens < 1) fail("held-out loss", "max_batch_tokens must be at least 1");
     if (opt.loss_chunk < 1) fail("held-out loss", "loss_chunk must be at least 1");
     if (cfg.n_kv_head <= 0 || cfg.n_head % cfg.n_kv_head != 0)
       fail(m.source_path, "n_head " + std::to_string(cfg.n_head) + " is not a multiple of n_kv_head " +
                               std::to_string(cfg.n_kv_head));
     if (cfg.head_dim % 2 != 0) fail(m.source_path, "head_dim must be even for RoPE");
-    EngineOptions eo;
-    eo.threads = opt.threads;
-    engine = make_engine(model, eo);
+    if (borrowed) {
+      engine = borrowed;
+    } else {
+      EngineOptions eo;
+      eo.threads = opt.threads;
+      own_engine = make_engine(model, eo);
+      engine = own_engine.get();
+    }
     const int64_t d = cfg.d_model;
     ModelVectors mv = load_model_vectors(m);
     lv = std::move(mv.layers);
@@ -301,7 +308,10 @@ struct HeldoutScorer::Impl {
   }
 };
 
-HeldoutScorer::HeldoutScorer(const Model& model, const HeldoutOptions& opt) : impl_(std::make_unique<Impl>(model, opt)) {}
+HeldoutScorer::HeldoutScorer(const Model& model, const HeldoutOptions& opt)
+    : impl_(std::make_unique<Impl>(model, opt, nullptr)) {}
+HeldoutScorer::HeldoutScorer(const Model& model, FrozenEngine& engine, const HeldoutOptions& opt)
+    : impl_(std::make_unique<Impl>(model, opt, &engine)) {}
 HeldoutScorer::~HeldoutScorer() = default;
 HeldoutLoss HeldoutScorer::score(const LoraAdapter* adapter, const Dataset& data) { return impl_->score(adapter, data); }
 

@@ -53,6 +53,10 @@ struct HeldoutOptions {
 class HeldoutScorer {
  public:
   HeldoutScorer(const Model& model, const HeldoutOptions& opt = {});
+  // Borrows `engine`, made for `model` (a resident model's, C API): it must outlive the
+  // scorer, and nobody else may submit to it while the scorer is made or score() runs (hold
+  // the engine's turn). opt.threads is the host work's.
+  HeldoutScorer(const Model& model, FrozenEngine& engine, const HeldoutOptions& opt = {});
   ~HeldoutScorer();
   HeldoutScorer(const HeldoutScorer&) = delete;
   HeldoutScorer& operator=(const HeldoutScorer&) = delete;

@@ -1,0 +1,331 @@
+"""nightlora from Python: train LoRA adapters on a quantized LLM and generate with them, on one
+resident model. Pure Python over the C API (libnightlora.so, include/nightlora.h) with ctypes.
+
+    import nightlora
+    model = nightlora.Model("stories260K.gguf")
+    result = model.train(data="train.jsonl", out="runs/zorbo", iters=30, lr=5e-3,
+                         progress=lambda p: print(p["step"], p["loss"]))
+    zorbo = model.load_adapter("runs/zorbo/adapter.gguf")
+    print(model.generate("Zorbo", max_tokens=60, temperature=0, adapters=[zorbo]))
+    print(model.eval("valid.jsonl", adapters=[zorbo])["perplexity"])
+
+Training options are `nightlora train`'s, as keyword arguments (seq_len=128 is --seq-len 128);
+defaults are the CLI's. Errors raise nightlora.Error with the message the CLI prints.
+docs/EMBEDDING.md is the guide (thread safety, install).
+"""
+import ctypes
+import json
+import math
+import threading
+
+from . import _capi
+
+__all__ = ["Model", "Adapter", "Job", "Error", "version", "API_VERSION"]
+
+API_VERSION = _capi.API_VERSION
+_lib = None
+_lib_lock = threading.Lock()
+
+
+def _L():
+    global _lib
+    with _lib_lock:
+        if _lib is None:
+            _lib = _capi.load_library()
+    return _lib
+
+
+class Error(Exception):
+    """A failed call: .status is the C API's status code, the message the CLI's."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _check(status):
+    if status != _capi.OK:
+        raise Error(status, (_L().nl_last_error() or b"").decode("utf-8", "replace") or
+                    _L().nl_status_name(status).decode())
+
+
+def _b(s):
+    return None if s is None else str(s).encode("utf-8")
+
+
+def version():
+    """The library's version, e.g. '0.27.0'."""
+    return _L().nl_version().decode()
+
+
+class Adapter:
+    """A LoRA adapter loaded for one model (Model.load_adapter); applied on the fly."""
+
+    def __init__(self, model, path, scale):
+        self._h = ctypes.c_void_p()
+        self.model = model
+        self.path = str(path)
+        _check(_L().nl_adapter_load(model._handle(), _b(path), float(scale), ctypes.byref(self._h)))
+
+    @property
+    def scale(self):
+        s = ctypes.c_float()
+        _check(_L().nl_adapter_get_scale(self._handle(), ctypes.byref(s)))
+        return s.value
+
+    @scale.setter
+    def scale(self, value):
+        _check(_L().nl_adapter_set_scale(self._handle(), float(value)))
+
+    def _handle(self):
+        if not self._h:
+            raise Error(_capi.ERR_INVALID_ARGUMENT, "nightlora: error: the adapter was closed")
+        return self._h
+
+    def close(self):
+        if self._h:
+            _L().nl_adapter_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _adapter_array(adapters):
+    adapters = list(adapters or [])
+    arr = (ctypes.c_void_p * max(1, len(adapters)))(*[a._handle().value for a in adapters])
+    return arr, len(adapters)
+
+
+class _TokenRelay:
+    """Passes each token to a Python callback; an exception in it stops the generation and is
+    raised again once the C call returns."""
+
+    def __init__(self, fn):
+        self.fn, self.error = fn, None
+        self.c = _capi.TOKEN_CALLBACK(self._call)
+
+    def _call(self, _user, token, text, length):
+        try:
+            return 1 if self.fn(int(token), ctypes.string_at(text, length).decode("utf-8", "replace")) else 0
+        except BaseException as e:  # noqa: B902 - handed back to the caller
+            self.error = e
+            return 1
+
+
+class Job:
+    """A training job running in the library's background thread (Model.start_training)."""
+
+    def __init__(self, model, options, progress=None, log=None):
+        self.model = model
+        self._h = ctypes.c_void_p()
+        self._errors = []
+        cb = _capi.TrainCallbacks()
+        _L().nl_train_callbacks_init(ctypes.byref(cb))
+
+        def guard(fn):
+            def call(*args):
+                try:
+                    fn(*args)
+                except BaseException as e:  # noqa: B902 - raised again by wait()
+                    self._errors.append(e)
+            return call
+
+        if progress:
+            def on_progress(_u, p):
+                p = p.contents
+                progress({"step": p.step, "total_steps": p.total_steps, "loss": p.loss, "lr": p.lr,
+                          "grad_norm": p.grad_norm, "tokens_per_second": p.tokens_per_second,
+                          "status": (p.status or b"").decode("utf-8", "replace")})
+            cb.on_progress = _capi.PROGRESS_CALLBACK(guard(on_progress))
+        if log:
+            cb.on_log = _capi.LOG_CALLBACK(guard(lambda _u, level, line: log(line.decode("utf-8", "replace"),
+                                                                              level == _capi.LOG_WARNING)))
+        self._callbacks = cb  # alive as long as the job
+        _check(_L().nl_train_start(model._handle(), _b(json.dumps(options)), ctypes.byref(cb), ctypes.byref(self._h)))
+
+    def pause(self):
+        _check(_L().nl_job_pause(self._h))
+
+    def resume(self):
+        _check(_L().nl_job_resume(self._h))
+
+    def cancel(self):
+        _check(_L().nl_job_cancel(self._h))
+
+    @property
+    def state(self):
+        """'running', 'paused' or 'done'."""
+        s = ctypes.c_int32()
+        _check(_L().nl_job_get_state(self._h, ctypes.byref(s), None))
+        return {_capi.JOB_RUNNING: "running", _capi.JOB_PAUSED: "paused", _capi.JOB_DONE: "done"}[s.value]
+
+    @property
+    def progress(self):
+        p = _capi.TrainProgress()
+        _check(_L().nl_job_get_state(self._h, None, ctypes.byref(p)))
+        return {"step": p.step, "total_steps": p.total_steps, "loss": p.loss}
+
+    def wait(self):
+        """Blocks until the job ends; returns its result (a dict), raises Error for a failed
+        job, or what a callback raised."""
+        r = _capi.TrainResult()
+        # Waiting in short slices keeps Ctrl-C working in the interpreter.
+        while self.state != "done":
+            threading.Event().wait(0.05)
+        _check(_L().nl_job_wait(self._h, ctypes.byref(r)))
+        if self._errors:
+            raise self._errors[0]
+        return {"finished": bool(r.finished), "early_stopped": bool(r.early_stopped), "diverged": bool(r.diverged),
+                "exit_code": r.exit_code, "step": r.step, "total_steps": r.total_steps, "kept_step": r.kept_step,
+                "kept_val_loss": r.kept_val_loss, "stop_reason": r.stop_reason.decode("utf-8", "replace")}
+
+    def close(self):
+        """Cancels the job if it still runs, waits for it, and frees it."""
+        if self._h:
+            _L().nl_job_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Model:
+    """A model loaded once (GGUF file or Hugging Face folder); generation, evaluation and
+    training share its one copy of the weights. Safe to use from several threads."""
+
+    def __init__(self, path, threads=0, engine="cpu"):
+        self.path = str(path)
+        self._h = ctypes.c_void_p()
+        o = _capi.ModelOptions()
+        _L().nl_model_options_init(ctypes.byref(o))
+        o.threads = int(threads)
+        o.engine = _b(engine)
+        _check(_L().nl_model_load(_b(path), ctypes.byref(o), ctypes.byref(self._h)))
+
+    def _handle(self):
+        if not self._h:
+            raise Error(_capi.ERR_INVALID_ARGUMENT, "nightlora: error: the model was closed")
+        return self._h
+
+    def close(self):
+        if self._h:
+            _L().nl_model_free(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def info(self):
+        i = _capi.ModelInfo()
+        _check(_L().nl_model_get_info(self._handle(), ctypes.byref(i)))
+        d = {n: getattr(i, n) for n, _ in _capi.ModelInfo._fields_}
+        d["arch"], d["chat_format"] = i.arch.decode(), i.chat_format.decode()
+        return d
+
+    def load_adapter(self, path, scale=1.0):
+        return Adapter(self, path, scale)
+
+    def _generate_options(self, max_tokens, temperature, top_k, top_p, seed, adapters, precision, kv_type,
+                          chat_format, relay):
+        o = _capi.GenerateOptions()
+        _L().nl_generate_options_init(ctypes.byref(o))
+        o.max_tokens, o.temperature, o.top_k, o.top_p = int(max_tokens), float(temperature), int(top_k), float(top_p)
+        o.seed = _capi.SEED_RANDOM if seed is None else int(seed)
+        o.precision, o.kv_type, o.chat_format = _b(precision), _b(kv_type), _b(chat_format)
+        arr, n = _adapter_array(adapters)
+        o.adapters, o.n_adapters = ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)), n
+        if relay:
+            o.on_token = relay.c
+        return o, arr
+
+    def _run(self, call, on_token):
+        relay = _TokenRelay(on_token) if on_token else None
+        g = _capi.Generation()
+        status = call(relay, g)
+        if relay and relay.error:
+            _L().nl_generation_free(ctypes.byref(g))
+            raise relay.error
+        _check(status)
+        try:
+            return ctypes.string_at(g.text).decode("utf-8", "replace")
+        finally:
+            _L().nl_generation_free(ctypes.byref(g))
+
+    def generate(self, prompt="", max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, seed=None, adapters=(),
+                 precision="int8", kv_type="f16", on_token=None):
+        """The text generated after `prompt` (as `nightlora generate`; temperature 0 is greedy).
+        on_token(token_id, text) is called for each token; returning True stops there."""
+        def call(relay, g):
+            o, keep = self._generate_options(max_tokens, temperature, top_k, top_p, seed, adapters, precision,
+                                             kv_type, None, relay)
+            return _L().nl_generate(self._handle(), _b(prompt), ctypes.byref(o), ctypes.byref(g))
+        return self._run(call, on_token)
+
+    def chat(self, messages, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, seed=None, adapters=(),
+             precision="int8", kv_type="f16", chat_format=None, on_token=None):
+        """The assistant's answer to messages ([{"role": "user", "content": "Hi"}, ...]),
+        rendered with the model's chat template (or chat_format)."""
+        msgs = (_capi.ChatMessage * max(1, len(messages)))()
+        keep = []
+        for i, m in enumerate(messages):
+            role, content = _b(m["role"]), _b(m["content"])
+            keep += [role, content]
+            msgs[i].role, msgs[i].content = role, content
+
+        def call(relay, g):
+            o, arr = self._generate_options(max_tokens, temperature, top_k, top_p, seed, adapters, precision,
+                                            kv_type, chat_format, relay)
+            return _L().nl_chat(self._handle(), msgs, len(messages), ctypes.byref(o), ctypes.byref(g))
+        return self._run(call, on_token)
+
+    def start_training(self, data, out, progress=None, log=None, **options):
+        """Starts `nightlora train` on this model in the background; returns a Job.
+        options: the CLI's option names (rank=8, iters=20, seq_len=128, precision="f32", ...)."""
+        opts = {"data": str(data), "out": str(out)}
+        opts.update({k: v for k, v in options.items()})
+        return Job(self, opts, progress, log)
+
+    def train(self, data, out, progress=None, log=None, **options):
+        """Trains and returns the result (a dict: finished, step, exit_code, stop_reason, ...).
+        progress(dict) after each step: step, total_steps, loss, lr, grad_norm,
+        tokens_per_second, status. log(line, is_warning) for each line the CLI prints."""
+        with self.start_training(data, out, progress, log, **options) as job:
+            return job.wait()
+
+    def eval(self, data, adapters=(), seq_len=512, batch_tokens=512, train_on="completion", long_examples="truncate",
+             precision="f32"):
+        """Mean loss and perplexity on the supervised tokens of a JSONL file (as `nightlora eval`)."""
+        o = _capi.EvalOptions()
+        _L().nl_eval_options_init(ctypes.byref(o))
+        arr, n = _adapter_array(adapters)
+        o.adapters, o.n_adapters = ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)), n
+        o.seq_len, o.batch_tokens = int(seq_len), int(batch_tokens)
+        o.train_on, o.long_examples, o.precision = _b(train_on), _b(long_examples), _b(precision)
+        r = _capi.EvalResult()
+        _check(_L().nl_eval(self._handle(), _b(data), ctypes.byref(o), ctypes.byref(r)))
+        return {"loss": r.loss, "perplexity": r.perplexity if math.isfinite(r.perplexity) else float("inf"),
+                "examples": r.examples, "skipped": r.skipped, "tokens": r.tokens,
+                "supervised_tokens": r.supervised_tokens}
