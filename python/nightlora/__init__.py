@@ -16,6 +16,7 @@ docs/EMBEDDING.md is the guide (thread safety, install).
 import ctypes
 import json
 import math
+import os
 import threading
 
 from . import _capi
@@ -304,8 +305,8 @@ class Model:
     def start_training(self, data, out, progress=None, log=None, **options):
         """Starts `nightlora train` on this model in the background; returns a Job.
         options: the CLI's option names (rank=8, iters=20, seq_len=128, precision="f32", ...)."""
-        opts = {"data": str(data), "out": str(out)}
-        opts.update({k: v for k, v in options.items()})
+        opts = {"data": os.fspath(data), "out": os.fspath(out)}
+        opts.update({k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()})
         return Job(self, opts, progress, log)
 
     def train(self, data, out, progress=None, log=None, **options):

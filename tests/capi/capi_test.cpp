@@ -352,7 +352,9 @@ TEST(CApi, JobPauseResumeCancelAndContinue) {
   cb.on_progress = [](void* u, const nl_train_progress* p) {
     auto* g = static_cast<Gate*>(u);
     g->step = p->step;
-    if (p->step == g->pause_at) EXPECT_EQ(nl_job_pause(g->job), NL_OK);
+    if (p->step == g->pause_at) {
+      EXPECT_EQ(nl_job_pause(g->job), NL_OK);
+    }
   };
   nl_job* job = nullptr;
   ASSERT_EQ(nl_train_start(model.m, t.as_json().c_str(), &cb, &job), NL_OK) << nl_last_error();
