@@ -40,7 +40,7 @@ case $mode in
     [[ $soname =~ ^libnightlora\.so\.[0-9]+$ ]] || { echo "no SONAME libnightlora.so.N"; exit 1; }
     [ -e "$libdir/$soname" ] || { echo "$soname is not installed beside the library"; exit 1; }
     nm -D --defined-only "$so" | awk '$2 != "A" {print $NF}' | sed 's/@.*//' | sort -u > "$tmp/exported"
-    grep -o 'NL_API [^(]*(' "$prefix/include/nightlora.h" | sed 's/.*[ *]\([a-z_0-9]*\)($/\1/' | sort -u > "$tmp/declared"
+    grep -o '^NL_API [^(]*(' "$prefix/include/nightlora.h" | sed 's/.*[ *]\([a-z_0-9]*\)($/\1/' | sort -u > "$tmp/declared"
     echo "exported: $(wc -l < "$tmp/exported") symbols; declared: $(wc -l < "$tmp/declared") functions"
     if ! diff "$tmp/declared" "$tmp/exported"; then
       echo "the exported symbols (>) are not the header's NL_API functions (<)"; exit 1
