@@ -7,6 +7,8 @@
 #include <string>
 
 #include "nightlora/eval/text_windows.h"
+#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/lora.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "test_util.h"
@@ -152,4 +154,53 @@ TEST(EvalCli, TextNeedsOneSourceAndAReadableFile) {
   auto half = run_cli(m + " --json --threads 2 --text " + shq((td / "story.txt").string()) + " --seq-len 32");
   ASSERT_EQ(half.rc, 0) << half.err;
   EXPECT_EQ(json::parse(half.out)["stride"], 16);
+}
+
+// lamp2-eval with several adapters at their scales scores every tag as the model with them
+// merged (`nightlora merge`, f32) does.
+TEST(EvalCli, Lamp2EvalWithSeveralAdaptersEqualsTheMergedModel) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
+  nltest::TempDir td;
+  const auto m = nl::Model::load(model.string());
+  for (uint64_t seed : {3u, 8u}) {
+    nl::LoraConfig lc;
+    lc.rank = 2;
+    lc.alpha = 4;
+    lc.seed = seed;
+    nl::LoraAdapter ad = nl::LoraAdapter::init(m->config, lc);
+    uint32_t x = static_cast<uint32_t>(seed);
+    for (auto& p : ad.pairs)
+      for (auto& b : p.B) {  // a fresh adapter has B = 0: give it values so that it matters
+        x = x * 1664525u + 1013904223u;
+        b = 0.3f * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
+      }
+    nl::save_adapter_peft(ad, *m, (td / ("a" + std::to_string(seed))).string());
+  }
+  const std::string adapters = " --adapter " + shq((td / "a3").string()) + " --lora " + shq((td / "a8:-0.7").string());
+  auto merged = run_cli("merge --model " + shq(model.string()) + adapters + " --type f32 -q --out " +
+                        shq((td / "merged.gguf").string()));
+  ASSERT_EQ(merged.rc, 0) << merged.err;
+  auto made = run_cli("make-lamp2 --users 1 --items-per-user 6 --questions-per-user 3 --seed 2 --out " + shq((td / "lamp").string()));
+  ASSERT_EQ(made.rc, 0) << made.err;
+  const std::string data = " --questions " + shq((td / "lamp/questions.json").string()) + " --outputs " +
+                           shq((td / "lamp/outputs.json").string()) + " --threads 2 --json";
+  auto with = run_cli("lamp2-eval --model " + shq(model.string()) + adapters + data);
+  auto folded = run_cli("lamp2-eval --model " + shq((td / "merged.gguf").string()) + data);
+  auto base = run_cli("lamp2-eval --model " + shq(model.string()) + data);
+  ASSERT_EQ(with.rc, 0) << with.err;
+  ASSERT_EQ(folded.rc, 0) << folded.err;
+  const json w = json::parse(with.out)["items"], f = json::parse(folded.out)["items"], b = json::parse(base.out)["items"];
+  ASSERT_EQ(w.size(), 3u);
+  ASSERT_EQ(f.size(), 3u);
+  double moved = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const auto lw = w[i]["tag_logprob"].get<std::vector<double>>(), lf = f[i]["tag_logprob"].get<std::vector<double>>();
+    const auto lb = b[i]["tag_logprob"].get<std::vector<double>>();
+    ASSERT_EQ(lw.size(), lf.size());
+    for (size_t k = 0; k < lw.size(); ++k) {
+      EXPECT_NEAR(lw[k], lf[k], 1e-4) << "item " << i << " tag " << k;
+      moved = std::max(moved, std::abs(lw[k] - lb[k]));
+    }
+  }
+  EXPECT_GT(moved, 1e-2) << "the adapters do not change the scores: the comparison proves nothing";
 }

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "infer_test_util.h"
+#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/lora.h"
 #include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/decoder.h"
 #include "nightlora/infer/generate.h"
@@ -216,4 +218,38 @@ TEST(ChatCli, ScriptedSessionRendersTheRealTemplatesAndKeepsTheCache) {
     EXPECT_GT(turns[4]["reused_tokens"].get<int64_t>(), 0);
     EXPECT_LT(turns[4]["reused_tokens"].get<int64_t>(), turns[2]["prompt_tokens"].get<int64_t>());
   }
+}
+
+// `chat` with several scaled adapters replies as the model with them merged does (f32).
+TEST(ChatCli, SeveralScaledAdaptersEqualTheMergedModel) {
+  TempDir td;
+  const fs::path model = tiny_model(td, "tiny-llama");
+  auto m = nl::Model::load(model.string());
+  for (uint64_t seed : {2u, 6u}) {
+    nl::LoraConfig lc;
+    lc.rank = 4;
+    lc.alpha = 8;
+    lc.seed = seed;
+    nl::LoraAdapter ad = nl::LoraAdapter::init(m->config, lc);
+    uint32_t x = static_cast<uint32_t>(seed);
+    for (auto& p : ad.pairs)
+      for (auto& b : p.B) {  // a fresh adapter has B = 0: give it values so that it matters
+        x = x * 1664525u + 1013904223u;
+        b = 0.5f * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
+      }
+    nl::save_adapter_peft(ad, *m, (td / ("a" + std::to_string(seed))).string());
+  }
+  const std::string adapters = " --adapter " + shq((td / "a2:0.8").string()) + " --lora " + shq((td / "a6:1.5").string());
+  CmdResult merged = run_cli("merge --model " + shq(model.string()) + adapters + " --type f32 -q --out " +
+                             shq((td / "merged.gguf").string()));
+  ASSERT_EQ(merged.rc, 0) << merged.err;
+  const std::string chat = " --chat-format llama3 --temp 0 -n 12 --precision f32 --kv-type f32 -t 2 -q";
+  const std::string turns = "Hello\nAnd then?\nGood night\n";
+  CmdResult with = run_cli("chat --model " + shq(model.string()) + adapters + chat, turns);
+  CmdResult folded = run_cli("chat --model " + shq((td / "merged.gguf").string()) + chat, turns);
+  CmdResult base = run_cli("chat --model " + shq(model.string()) + chat, turns);
+  ASSERT_EQ(with.rc, 0) << with.err;
+  ASSERT_EQ(folded.rc, 0) << folded.err;
+  EXPECT_EQ(with.out, folded.out);
+  EXPECT_NE(with.out, base.out) << "the adapters do not change the replies: the comparison proves nothing";
 }
