@@ -127,7 +127,7 @@ int run_chat(const ChatArgs& a) {
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) nl::fail(a.transcript_json, "cannot write the transcript");
   }
-  if (!a.quiet) {
+  if (!a.quiet && prefilled > 0) {
     auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
     std::fprintf(stderr, "prefilled %lld tokens, %.1f tokens/s | generated %lld tokens, %.1f tokens/s | seed %llu\n",
                  static_cast<long long>(prefilled), rate(prefilled, prefill_s), static_cast<long long>(generated),
