@@ -102,7 +102,13 @@ ChatTurn ChatSession::send(const std::string& user_text, Sampler& sampler,
 
   sampler.clear_history();
   sampler.accept(prompt);
-  TextStream stream(tok_, prompt, opt_.stop_strings);
+  // The stream decodes the reply in the context of the prompt's last tokens (enough for
+  // SentencePiece's leading-space rule and a character split across the boundary), not the
+  // whole conversation, so each token's decoding does not grow with the chat.
+  constexpr size_t kStreamContext = 16;
+  const size_t context_from = prompt.size() > kStreamContext ? prompt.size() - kStreamContext : 0;
+  TextStream stream(tok_, std::vector<int32_t>(prompt.begin() + static_cast<std::ptrdiff_t>(context_from), prompt.end()),
+                    opt_.stop_strings);
   bool keep_going = true;
   auto on_token = [&](int32_t id, std::span<const float>) {
     const std::string piece = stream.push(id);
