@@ -213,7 +213,7 @@ int run_generate(const GenerateArgs& a) {
 }
 
 nlcli::Register reg_generate(
-    "generate", "Generate text with a model (and optionally a LoRA adapter); the text alone goes to stdout",
+    "generate", "Generate text with a model (and LoRA adapters); the text alone goes to stdout",
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<GenerateArgs>();
       sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();

@@ -145,7 +145,7 @@ int run_eval(EvalArgs& a) {
 }
 
 nlcli::Register reg_eval(
-    "lamp2-eval", "Evaluate a model (and optionally a LoRA adapter) on LaMP-2: accuracy and macro-F1 per user and overall",
+    "lamp2-eval", "Evaluate a model (and LoRA adapters) on LaMP-2: accuracy and macro-F1 per user and overall",
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<EvalArgs>();
       sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
