@@ -129,7 +129,8 @@ NL_API nl_status nl_adapter_free(nl_adapter* adapter);
 /* ---- Generation ------------------------------------------------------------------------ */
 
 /* Called with each new token and the text it completes (possibly empty: a character split
- * over several tokens comes out whole, with its last token). Return 0 to go on, anything
+ * over several tokens comes out whole, with its last token; text that may begin a stop
+ * string is held back until it is known not to). Return 0 to go on, anything
  * else to stop the generation there (the token is kept). Runs on the generating thread
  * while the engine is free for others. */
 typedef int (*nl_token_callback)(void* user_data, int32_t token, const char* text, size_t text_len);
@@ -137,13 +138,21 @@ typedef int (*nl_token_callback)(void* user_data, int32_t token, const char* tex
 /* A seed meaning "a random one" (the CLI's default without --seed). */
 #define NL_SEED_RANDOM UINT64_MAX
 
+/* Sampling as `nightlora generate` samples (include/nightlora/infer/sampler.h): repetition
+ * penalty, temperature, top-k, top-p, min-p, with llama.cpp's names and defaults. */
 typedef struct nl_generate_options {
   uint32_t struct_size; /* sizeof(nl_generate_options) */
   int32_t max_tokens;   /* -n: most new tokens; 256 */
   float temperature;    /* --temp: 0 is greedy; 0.8 */
   int32_t top_k;        /* --top-k: 0 = all; 40 */
   float top_p;          /* --top-p: 1 = off; 0.95 */
+  float min_p;          /* --min-p: 0 = off; 0.05 */
+  float repeat_penalty; /* --repeat-penalty: 1 = off; 1.0 */
+  int32_t repeat_last_n; /* --repeat-last-n: 0 = off, -1 = the whole context; 64 */
   uint64_t seed;        /* --seed; NL_SEED_RANDOM */
+  /* --stop: the text ends before the first of these strings (not included); none by default. */
+  const char* const* stop;
+  size_t n_stop;
   /* --precision "int8" (default: int8 products) or "f32" (the exact path); --kv-type "f16"
    * (default) or "f32". */
   const char* precision;
@@ -151,8 +160,8 @@ typedef struct nl_generate_options {
   /* Chat template for nl_chat instead of the model's: "chatml", "qwen2", "qwen2.5",
    * "qwen3", "llama3", "llama3.1"; NULL: detect it from the model. */
   const char* chat_format;
-  /* Adapters applied together (each at its scale); none: the base model. The same adapter
-   * handles may be used by several generations at once. */
+  /* Adapters applied together (each at its scale, stacked as `--adapter A:S --adapter B:T`);
+   * none: the base model. The same handles may be used by several generations at once. */
   nl_adapter* const* adapters;
   size_t n_adapters;
   nl_token_callback on_token; /* may be NULL */
@@ -165,7 +174,8 @@ NL_API void nl_generate_options_init(nl_generate_options* options);
 typedef enum nl_stop_reason {
   NL_STOP_TOKEN = 0,    /* the model produced an end token (EOS, end of turn, BOS) */
   NL_STOP_LENGTH = 1,   /* max_tokens, or the model's context is full */
-  NL_STOP_CALLBACK = 2  /* on_token asked to stop */
+  NL_STOP_CALLBACK = 2, /* on_token asked to stop */
+  NL_STOP_STRING = 3    /* one of the stop strings appeared (it is not in the text) */
 } nl_stop_reason;
 
 typedef struct nl_generation {

@@ -249,18 +249,25 @@ class Model:
     def load_adapter(self, path, scale=1.0):
         return Adapter(self, path, scale)
 
-    def _generate_options(self, max_tokens, temperature, top_k, top_p, seed, adapters, precision, kv_type,
-                          chat_format, relay):
+    @staticmethod
+    def _generate_options(s, chat_format, relay):
+        """The C options from the sampling keywords `s` (generate's and chat's); returns them
+        with the buffers they point into (kept alive by the caller during the call)."""
         o = _capi.GenerateOptions()
         _L().nl_generate_options_init(ctypes.byref(o))
-        o.max_tokens, o.temperature, o.top_k, o.top_p = int(max_tokens), float(temperature), int(top_k), float(top_p)
-        o.seed = _capi.SEED_RANDOM if seed is None else int(seed)
-        o.precision, o.kv_type, o.chat_format = _b(precision), _b(kv_type), _b(chat_format)
-        arr, n = _adapter_array(adapters)
+        o.max_tokens, o.temperature = int(s["max_tokens"]), float(s["temperature"])
+        o.top_k, o.top_p, o.min_p = int(s["top_k"]), float(s["top_p"]), float(s["min_p"])
+        o.repeat_penalty, o.repeat_last_n = float(s["repeat_penalty"]), int(s["repeat_last_n"])
+        o.seed = _capi.SEED_RANDOM if s["seed"] is None else int(s["seed"])
+        o.precision, o.kv_type, o.chat_format = _b(s["precision"]), _b(s["kv_type"]), _b(chat_format)
+        arr, n = _adapter_array(s["adapters"])
         o.adapters, o.n_adapters = ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)), n
+        stops = [_b(x) for x in (s["stop"] or [])]
+        stop_arr = (ctypes.c_char_p * max(1, len(stops)))(*stops)
+        o.stop, o.n_stop = ctypes.cast(stop_arr, ctypes.POINTER(ctypes.c_char_p)), len(stops)
         if relay:
             o.on_token = relay.c
-        return o, arr
+        return o, (arr, stop_arr, stops)
 
     def _run(self, call, on_token):
         relay = _TokenRelay(on_token) if on_token else None
@@ -275,20 +282,34 @@ class Model:
         finally:
             _L().nl_generation_free(ctypes.byref(g))
 
-    def generate(self, prompt="", max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, seed=None, adapters=(),
-                 precision="int8", kv_type="f16", on_token=None):
-        """The text generated after `prompt` (as `nightlora generate`; temperature 0 is greedy).
-        on_token(token_id, text) is called for each token; returning True stops there."""
+    # `nightlora generate`'s sampling defaults (llama.cpp's).
+    _SAMPLING = {"max_tokens": 256, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05,
+                 "repeat_penalty": 1.0, "repeat_last_n": 64, "seed": None, "stop": None, "adapters": (),
+                 "precision": "int8", "kv_type": "f16"}
+
+    def _sampling(self, kw):
+        unknown = set(kw) - set(self._SAMPLING)
+        if unknown:
+            raise TypeError(f"unknown keyword(s): {', '.join(sorted(unknown))}")
+        return {**self._SAMPLING, **kw}
+
+    def generate(self, prompt="", on_token=None, **sampling):
+        """The text generated after `prompt` (as `nightlora generate`). Keywords and defaults:
+        max_tokens=256, temperature=0.8 (0: greedy), top_k=40, top_p=0.95, min_p=0.05,
+        repeat_penalty=1.0, repeat_last_n=64, seed=None (random), stop=None (strings that end
+        the text), adapters=(), precision="int8", kv_type="f16". on_token(token_id, text) is
+        called for each token; returning True stops there."""
+        s = self._sampling(sampling)
+
         def call(relay, g):
-            o, keep = self._generate_options(max_tokens, temperature, top_k, top_p, seed, adapters, precision,
-                                             kv_type, None, relay)
+            o, keep = self._generate_options(s, None, relay)
             return _L().nl_generate(self._handle(), _b(prompt), ctypes.byref(o), ctypes.byref(g))
         return self._run(call, on_token)
 
-    def chat(self, messages, max_tokens=256, temperature=0.8, top_k=40, top_p=0.95, seed=None, adapters=(),
-             precision="int8", kv_type="f16", chat_format=None, on_token=None):
+    def chat(self, messages, chat_format=None, on_token=None, **sampling):
         """The assistant's answer to messages ([{"role": "user", "content": "Hi"}, ...]),
-        rendered with the model's chat template (or chat_format)."""
+        rendered with the model's chat template (or chat_format); keywords as generate's."""
+        s = self._sampling(sampling)
         msgs = (_capi.ChatMessage * max(1, len(messages)))()
         keep = []
         for i, m in enumerate(messages):
@@ -297,8 +318,7 @@ class Model:
             msgs[i].role, msgs[i].content = role, content
 
         def call(relay, g):
-            o, arr = self._generate_options(max_tokens, temperature, top_k, top_p, seed, adapters, precision,
-                                            kv_type, chat_format, relay)
+            o, keep_buffers = self._generate_options(s, chat_format, relay)
             return _L().nl_chat(self._handle(), msgs, len(messages), ctypes.byref(o), ctypes.byref(g))
         return self._run(call, on_token)
 

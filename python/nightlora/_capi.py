@@ -12,7 +12,7 @@ API_VERSION = 1
 SEED_RANDOM = 2**64 - 1
 
 OK, ERR_BAD_INPUT, ERR_INTERNAL, ERR_BUSY, ERR_INVALID_ARGUMENT, ERR_STATE = 0, 1, 2, 4, 5, 6
-STOP_TOKEN, STOP_LENGTH, STOP_CALLBACK = 0, 1, 2
+STOP_TOKEN, STOP_LENGTH, STOP_CALLBACK, STOP_STRING = 0, 1, 2, 3
 LOG_INFO, LOG_WARNING = 0, 1
 JOB_RUNNING, JOB_PAUSED, JOB_DONE = 0, 1, 2
 
@@ -41,7 +41,12 @@ class GenerateOptions(ctypes.Structure):
         ("temperature", ctypes.c_float),
         ("top_k", ctypes.c_int32),
         ("top_p", ctypes.c_float),
+        ("min_p", ctypes.c_float),
+        ("repeat_penalty", ctypes.c_float),
+        ("repeat_last_n", ctypes.c_int32),
         ("seed", ctypes.c_uint64),
+        ("stop", ctypes.POINTER(c_char_p)),
+        ("n_stop", ctypes.c_size_t),
         ("precision", c_char_p),
         ("kv_type", c_char_p),
         ("chat_format", c_char_p),

@@ -16,6 +16,7 @@
 
 #include "capi/objects.h"
 #include "nightlora/engine/engine_turns.h"
+#include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/decoder.h"
 #include "nightlora/infer/generate.h"
 #include "nightlora/infer/sampler.h"
@@ -39,10 +40,8 @@ std::vector<int32_t> prompt_tokens(const nl::Model& m, const std::string& text, 
     if (tok.bos() < 0) nl::fail(m.source_path, "this model has no BOS token to start from", "give a prompt");
     return {tok.bos()};
   }
-  // A rendered chat may already begin with the BOS text (Llama 3); do not add a second one.
-  bool add_bos = tok.add_bos_default();
-  if (add_bos && tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0) add_bos = false;
-  return tok.encode(text, add_bos, /*parse_special=*/chat);
+  if (chat) return nl::encode_chat_text(tok, text);
+  return tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
 }
 
 // Copies s into a malloc'd, NUL-terminated buffer (what nl_generation_free releases).
@@ -83,6 +82,15 @@ void run_generation(nl_model* model, const std::string& text, bool chat, const n
   if (!(o.temperature >= 0.0f && o.temperature <= 100.0f)) nl::fail(function, "temperature must be in [0, 100]");
   if (o.top_k < 0) nl::fail(function, "top_k must be 0 (all) or more");
   if (!(o.top_p >= 0.0f && o.top_p <= 1.0f)) nl::fail(function, "top_p must be in [0, 1]");
+  if (!(o.min_p >= 0.0f && o.min_p <= 1.0f)) nl::fail(function, "min_p must be in [0, 1]");
+  if (!(o.repeat_penalty >= 0.0f && o.repeat_penalty <= 100.0f)) nl::fail(function, "repeat_penalty must be in [0, 100]");
+  if (o.repeat_last_n < -1) nl::fail(function, "repeat_last_n must be -1 (the whole context), 0 (off) or more");
+  if (o.n_stop > 0 && !o.stop) misuse(function, "stop is NULL but n_stop is " + std::to_string(o.n_stop));
+  std::vector<std::string> stop_strings;
+  for (size_t i = 0; i < o.n_stop; ++i) {
+    if (!o.stop[i]) misuse(function, "stop string " + std::to_string(i) + " is NULL");
+    stop_strings.emplace_back(o.stop[i]);
+  }
   const std::string precision = text_or_empty(o.precision), kv_type = text_or_empty(o.kv_type);
   if (precision != "int8" && precision != "f32")
     nl::fail(function, "precision '" + precision + "' is not one of int8, f32");
@@ -96,21 +104,17 @@ void run_generation(nl_model* model, const std::string& text, bool chat, const n
   dopt.max_context = std::min<int64_t>(mm.config.context,
                                        static_cast<int64_t>(prompt.size()) + std::max<int64_t>(o.max_tokens, 1));
 
-  // One adapter at its own scale is applied as it is (the CLI's --adapter, bit for bit);
-  // several, or another scale, as one stacked adapter.
+  // The adapters as one, their ranks stacked, as the CLI applies its --adapter options.
   std::optional<nl::LoraAdapter> combined;
-  const nl::LoraAdapter* adapter = nullptr;
-  if (held.size() == 1 && held[0]->scale.load() == 1.0f) {
-    adapter = &held[0]->lora;
-  } else if (!held.empty()) {
-    combined = stacked(held);
-    adapter = &*combined;
-  }
+  if (!held.empty()) combined = stacked(held);
 
   nl::SamplerOptions sopt;
   sopt.temperature = o.temperature;
   sopt.top_k = o.top_k;
   sopt.top_p = o.top_p;
+  sopt.min_p = o.min_p;
+  sopt.repeat_penalty = o.repeat_penalty;
+  sopt.repeat_last_n = o.repeat_last_n;
   sopt.seed = o.seed == NL_SEED_RANDOM ? std::random_device{}() : o.seed;
   nl::Sampler sampler(sopt);
   nl::GenerateOptions gopt;
@@ -118,15 +122,16 @@ void run_generation(nl_model* model, const std::string& text, bool chat, const n
   gopt.stop_ids = nl::default_stop_ids(*mm.tokenizer);
   gopt.vocab_limit = mm.tokenizer->vocab_size();
 
-  nl::TextStream stream(*mm.tokenizer, prompt);
+  nl::TextStream stream(*mm.tokenizer, prompt, stop_strings);
   std::string generated;
   bool stopped_by_callback = false;
   ServingTurn turn(rm.turns());
   nl::Decoder decoder(mm, rm.engine(), dopt);
-  decoder.set_adapter(adapter);
+  decoder.set_adapter(combined ? &*combined : nullptr);
   auto on_token = [&](int32_t id, std::span<const float>) {
     const std::string piece = stream.push(id);
     generated += piece;
+    if (stream.stopped()) return false;  // a stop string: the text ends before it
     if (!o.on_token) return true;
     turn.give_back();
     const int stop = o.on_token(o.user_data, id, piece.c_str(), piece.size());
@@ -141,7 +146,10 @@ void run_generation(nl_model* model, const std::string& text, bool chat, const n
   out->text = malloc_copy(generated);
   out->prompt_tokens = res.prompt_tokens;
   out->new_tokens = static_cast<int64_t>(res.ids.size());
-  out->stop_reason = res.stopped_on_token ? NL_STOP_TOKEN : stopped_by_callback ? NL_STOP_CALLBACK : NL_STOP_LENGTH;
+  out->stop_reason = res.stopped_on_token      ? NL_STOP_TOKEN
+                    : stream.stopped()        ? NL_STOP_STRING
+                    : stopped_by_callback     ? NL_STOP_CALLBACK
+                                              : NL_STOP_LENGTH;
   out->prompt_seconds = res.prompt_s;
   out->decode_seconds = res.decode_s;
 }
@@ -159,6 +167,9 @@ NL_API void nl_generate_options_init(nl_generate_options* o) {
   o->temperature = 0.8f;
   o->top_k = 40;
   o->top_p = 0.95f;
+  o->min_p = 0.05f;
+  o->repeat_penalty = 1.0f;
+  o->repeat_last_n = 64;
   o->seed = NL_SEED_RANDOM;
   o->precision = "int8";
   o->kv_type = "f16";
