@@ -86,6 +86,16 @@ def test_token_callback_streams_and_stops(model):
         model.generate("Once", max_tokens=5, temperature=0, on_token=boom)
 
 
+def test_sampling_options_and_stop_strings_as_the_cli(model):
+    got = model.generate("Once upon a time", max_tokens=50, temperature=0, seed=0, repeat_penalty=1.3, stop=["park"])
+    r = cli("generate", "--model", MODEL, "--temp", "0", "-n", "50", "--seed", "0", "--quiet", "-t", "2",
+            "--repeat-penalty", "1.3", "--stop", "park", "--prompt", "Once upon a time")
+    assert r.returncode == 0, r.stderr
+    assert got + "\n" == r.stdout and "park" not in got
+    with pytest.raises(TypeError, match="unknown keyword"):
+        model.generate("x", temprature=0)
+
+
 def test_eval_equals_the_cli(model, trained):
     out = trained[0]
     zorbo = model.load_adapter(out, scale=0.5)

@@ -331,6 +331,36 @@ TEST(CApi, TokenCallbackStreamsTheTextAndCanStop) {
   nl_generation_free(&g);
 }
 
+// Stop strings and the repetition penalty as `nightlora generate --stop S --repeat-penalty P`.
+TEST(CApi, StopStringsAndRepeatPenaltyAsTheCli) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  Model model(path);
+  const char* stops[] = {"park", "!"};
+  nl_generate_options o;
+  nl_generate_options_init(&o);
+  o.temperature = 0;
+  o.max_tokens = 60;
+  o.seed = 0;
+  o.repeat_penalty = 1.3f;
+  o.stop = stops;
+  o.n_stop = 2;
+  nl_generation g;
+  ASSERT_EQ(nl_generate(model.m, "Once upon a time", &o, &g), NL_OK) << nl_last_error();
+  const std::string text = g.text;
+  const int32_t reason = g.stop_reason;
+  nl_generation_free(&g);
+  const auto cli = run_cli("generate --model " + shq(path.string()) +
+                           " --temp 0 -n 60 --seed 0 --quiet -t 2 --repeat-penalty 1.3 --stop park --stop '!' "
+                           "--prompt 'Once upon a time'");
+  ASSERT_EQ(cli.rc, 0) << cli.err;
+  EXPECT_EQ(text + "\n", cli.out);
+  if (reason == NL_STOP_STRING) {
+    EXPECT_EQ(text.find("park"), std::string::npos);
+  }
+  // Without the penalty and stops the text is another.
+  EXPECT_NE(generate(model.m, "Once upon a time", 60), text);
+}
+
 // A job paused at a step boundary holds still while generation runs; resumed, it goes on;
 // cancelled, it stops with a checkpoint (exit code 75), and the same options continue it to
 // the adapter an uninterrupted `nightlora train` writes.
