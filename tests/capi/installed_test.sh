@@ -22,7 +22,7 @@ model=$src/../shared/models/stories260K/stories260K.gguf
 if [ ! -f "$model" ]; then
   echo "stories260K absent: using a tiny synthetic model"
   model=$tmp/tiny.gguf
-  "$cli" synth-model --preset tiny-llama --type q8_0 "$model" >/dev/null
+  "$cli" synth-model --preset tiny-llama --type q8_0 --tokenizer generated "$model" >/dev/null
 fi
 data=$src/data/stories/train.jsonl
 
