@@ -292,7 +292,8 @@ NL_API nl_status nl_job_get_state(nl_job* job, int32_t* state, nl_train_progress
 NL_API nl_status nl_job_wait(nl_job* job, nl_train_result* result);
 
 /* Cancels the job if it is still running, waits for it, and releases the handle. NULL is
- * accepted. Not while another thread is inside nl_job_wait on it. */
+ * accepted. Any thread (a wait still running on another thread finishes first), but not
+ * from the job's own callbacks (nor nl_job_wait: the job would wait for itself). */
 NL_API nl_status nl_job_free(nl_job* job);
 
 /* Start, wait and free in one call (the job runs on the calling thread's behalf). */
