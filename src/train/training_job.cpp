@@ -564,6 +564,8 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   if (!a.valid.empty()) rec["valid"] = a.valid;
   rec["out"] = a.out;
   rec["config"] = identity["config"];
+  if (!a.options_record.is_null()) rec["options"] = a.options_record;
+  if (!a.config_file.empty()) rec["config_file"] = a.config_file;
   rec["total_steps"] = trainer.total_steps();
   rec["threads"] = a.threads;
   nlohmann::json thermal;
