@@ -9,11 +9,13 @@
 //   - an adapter `train` wrote gives the same greedy tokens in llama.cpp (its `lora` option)
 //     as `generate --adapter` in ours, and the model `merge` folds it into gives them too.
 // (merge_test.cpp checks merged models of random adapters against llama.cpp the same way.)
+// llama.cpp runs once per test, on all of its files (LlamaCppRuns).
 // Our side runs the exact path (--precision f32 --kv-type f32). Tests skip with a clear
 // message where node or the package is missing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -37,14 +39,35 @@ std::string llama_cpp_missing() {
 
 const int kTokens = 30;
 
-// llama.cpp's greedy token ids after a prompt given as ids (with `lora` applied when given).
-std::string llama_cpp_greedy(const fs::path& model, const std::string& ids, const fs::path& lora = {}) {
-  nltest::CmdResult r = nltest::run_cmd("node " + shq((nltest::source_dir() / "tools/js/llama_greedy.mjs").string()) +
-                                        " --model " + shq(model.string()) + " --prompt-ids " + shq(ids) + " -n " +
-                                        std::to_string(kTokens) + (lora.empty() ? "" : " --lora " + shq(lora.string())));
-  EXPECT_EQ(r.rc, 0) << "llama.cpp could not run " << model << ":\n" << r.err;
-  return r.out;
-}
+// Greedy runs of llama.cpp, gathered and then made by one process (llama.cpp starts once:
+// tools/js/llama_greedy.mjs --jobs). Each add() returns the index of its result.
+class LlamaCppRuns {
+ public:
+  explicit LlamaCppRuns(const fs::path& dir) : dir_(dir) {}
+  size_t add(const fs::path& model, const std::string& ids, const fs::path& lora = {}) {
+    nlohmann::json job = {{"model", model.string()}, {"ids", ids}, {"n", kTokens}};
+    if (!lora.empty()) job["lora"] = {lora.string()};
+    jobs_.push_back(job);
+    return jobs_.size() - 1;
+  }
+  // The generated ids of every job, one string each (space-separated).
+  std::vector<std::string> run() const {
+    const fs::path file = dir_ / "llama_jobs.json";
+    nltest::write_text(file, jobs_.dump());
+    nltest::CmdResult r = nltest::run_cmd(
+        "node " + shq((nltest::source_dir() / "tools/js/llama_greedy.mjs").string()) + " --jobs " + shq(file.string()));
+    EXPECT_EQ(r.rc, 0) << "llama.cpp could not run the jobs " << jobs_.dump() << ":\n" << r.err;
+    std::vector<std::string> out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    out.resize(jobs_.size());
+    return out;
+  }
+
+ private:
+  fs::path dir_;
+  nlohmann::json jobs_ = nlohmann::json::array();
+};
 
 // Ours, on the exact path.
 std::string ours_greedy(const fs::path& model, const std::string& ids, const fs::path& adapter = {}) {
@@ -53,7 +76,7 @@ std::string ours_greedy(const fs::path& model, const std::string& ids, const fs:
                                 " --print-ids --precision f32 --kv-type f32 --quiet" +
                                 (adapter.empty() ? "" : " --adapter " + shq(adapter.string())));
   EXPECT_EQ(r.rc, 0) << r.err;
-  return r.out;
+  return r.out.substr(0, r.out.find('\n'));
 }
 
 std::vector<std::string> words(const std::string& s) {
@@ -89,8 +112,11 @@ TEST(LlamaCppOracle, ConvertedModelsLoadAndF32Agrees) {
   const std::string ours = ours_greedy(td / "f32.gguf", ids);
   EXPECT_EQ(words(ours).size(), size_t(kTokens)) << ours;
   EXPECT_GE(distinct(ours), 5u) << "a real model's story, not one token repeated: " << ours;
-  EXPECT_EQ(llama_cpp_greedy(td / "f32.gguf", ids), ours);
-  EXPECT_EQ(words(llama_cpp_greedy(td / "q8.gguf", ids)).size(), size_t(kTokens)) << "the Q8_0 file runs in llama.cpp";
+  LlamaCppRuns llama(td.path);
+  const size_t f32 = llama.add(td / "f32.gguf", ids), q8 = llama.add(td / "q8.gguf", ids);
+  const std::vector<std::string> got = llama.run();
+  EXPECT_EQ(got[f32], ours);
+  EXPECT_EQ(words(got[q8]).size(), size_t(kTokens)) << "the Q8_0 file runs in llama.cpp";
 }
 
 TEST(LlamaCppOracle, QuantizedModelsLoadAndTheirF32CopiesAgree) {
@@ -98,22 +124,33 @@ TEST(LlamaCppOracle, QuantizedModelsLoadAndTheirF32CopiesAgree) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", base);
   nltest::TempDir td;
   const std::string ids = prompt_ids(base);
-  EXPECT_EQ(llama_cpp_greedy(base, ids), ours_greedy(base, ids)) << "the shared F32 model itself";
+  LlamaCppRuns llama(td.path);
+  struct Case {
+    std::string type, ours;
+    size_t quantized, f32_copy;
+  };
+  std::vector<Case> cases;
+  const size_t base_run = llama.add(base, ids);
   for (const char* type : {"q8_0", "q4_0", "q4_K", "q6_K"}) {
-    SCOPED_TRACE(type);
     const fs::path q = td / (std::string(type) + ".gguf"), f = td / (std::string(type) + "-f32.gguf");
     run_ok("quantize " + shq(base.string()) + " " + shq(q.string()) + " --type " + type);
-    EXPECT_EQ(words(llama_cpp_greedy(q, ids)).size(), size_t(kTokens)) << "the quantized file runs in llama.cpp";
     run_ok("quantize " + shq(q.string()) + " " + shq(f.string()) + " --type f32");
-    const std::string ours = ours_greedy(f, ids);
-    EXPECT_GE(distinct(ours), 5u) << ours;
-    EXPECT_EQ(llama_cpp_greedy(f, ids), ours);
+    cases.push_back({type, ours_greedy(f, ids), llama.add(q, ids), llama.add(f, ids)});
+  }
+  const std::vector<std::string> got = llama.run();
+  EXPECT_EQ(got[base_run], ours_greedy(base, ids)) << "the shared F32 model itself";
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.type);
+    EXPECT_EQ(words(got[c.quantized]).size(), size_t(kTokens)) << "the quantized file runs in llama.cpp";
+    EXPECT_GE(distinct(c.ours), 5u) << c.ours;
+    EXPECT_EQ(got[c.f32_copy], c.ours) << "the F32 copy of the " << c.type << " file";
   }
 }
 
 // A trained adapter: `generate --adapter` in ours, `lora` in llama.cpp, and the model
 // `merge` folds it into (F32, and the base's own type), all give the same tokens.
-void expect_trained_adapter_agrees(const fs::path& base, const std::string& ids, const fs::path& td) {
+void expect_trained_adapter_agrees(const fs::path& base, const std::string& ids, const fs::path& td,
+                                   LlamaCppRuns& llama, const std::function<void(const std::vector<std::string>&)>& more) {
   const fs::path data = nltest::source_dir() / "data/stories/train.jsonl";
   run_ok("train --model " + shq(base.string()) + " --data " + shq(data.string()) + " --out " +
          shq((td / "run").string()) + " --iters 20 --lr 2e-2 --batch 2 --seq-len 64 --precision f32 -t 1 --quiet");
@@ -121,21 +158,26 @@ void expect_trained_adapter_agrees(const fs::path& base, const std::string& ids,
   const std::string with_adapter = ours_greedy(base, ids, adapter);
   EXPECT_NE(with_adapter, ours_greedy(base, ids)) << "the adapter should change the output, or this proves little";
   EXPECT_GE(distinct(with_adapter), 2u) << with_adapter;
-  EXPECT_EQ(llama_cpp_greedy(base, ids, adapter), with_adapter) << "llama.cpp base + lora vs ours base + --adapter";
   run_ok("merge --model " + shq(base.string()) + " --adapter " + shq(adapter.string()) + " --type f32 --out " +
          shq((td / "merged-f32.gguf").string()));
-  EXPECT_EQ(llama_cpp_greedy(td / "merged-f32.gguf", ids), with_adapter) << "llama.cpp on the merged F32 model";
-  run_ok("merge --model " + shq(base.string()) + " --adapter " + shq(adapter.string()) + " --out " +
-         shq((td / "merged.gguf").string()));
-  EXPECT_EQ(words(llama_cpp_greedy(td / "merged.gguf", ids)).size(), words(with_adapter).size())
-      << "the merged model in the base's types runs in llama.cpp";
+  run_ok("merge --model " + shq(base.string()) + " --adapter " + shq(adapter.string()) + " --type q8_0 --out " +
+         shq((td / "merged-q8.gguf").string()));
+  const size_t lora = llama.add(base, ids, adapter);
+  const size_t merged = llama.add(td / "merged-f32.gguf", ids);
+  const size_t merged_q8 = llama.add(td / "merged-q8.gguf", ids);
+  const std::vector<std::string> got = llama.run();
+  EXPECT_EQ(got[lora], with_adapter) << "llama.cpp base + lora vs ours base + --adapter";
+  EXPECT_EQ(got[merged], with_adapter) << "llama.cpp on the merged F32 model";
+  EXPECT_GT(words(got[merged_q8]).size(), 0u) << "the merged Q8_0 model runs in llama.cpp";
+  more(got);
 }
 
 TEST(LlamaCppOracle, TrainedAdapterOnStoriesGivesTheSameTokens) {
   REQUIRE_LLAMA_CPP();
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", base);
   nltest::TempDir td;
-  expect_trained_adapter_agrees(base, prompt_ids(base), td.path);
+  LlamaCppRuns llama(td.path);
+  expect_trained_adapter_agrees(base, prompt_ids(base), td.path, llama, [](const std::vector<std::string>&) {});
 }
 
 // Each architecture's tiny synthetic preset, random F32 weights: the base agrees (with a tied
@@ -153,9 +195,12 @@ TEST_P(LlamaCppSynth, BaseAndTrainedAdapterAgree) {
   const std::string ids = "5 17 93 41 200 7";
   const std::string ours = ours_greedy(f32, ids);
   EXPECT_EQ(words(ours).size(), size_t(kTokens)) << ours;
-  EXPECT_EQ(llama_cpp_greedy(f32, ids), ours);
-  EXPECT_EQ(words(llama_cpp_greedy(q8, ids)).size(), size_t(kTokens)) << "the Q8_0 file runs in llama.cpp";
-  expect_trained_adapter_agrees(f32, ids, td.path);
+  LlamaCppRuns llama(td.path);
+  const size_t base_run = llama.add(f32, ids), q8_run = llama.add(q8, ids);
+  expect_trained_adapter_agrees(f32, ids, td.path, llama, [&](const std::vector<std::string>& got) {
+    EXPECT_EQ(got[base_run], ours) << "the F32 base";
+    EXPECT_EQ(words(got[q8_run]).size(), size_t(kTokens)) << "the Q8_0 file runs in llama.cpp";
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, LlamaCppSynth, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
