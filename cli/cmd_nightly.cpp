@@ -137,9 +137,9 @@ nlcli::Register reg_nightly(
                  "adapter (a diverged training included: decision.json says why); a failed run exits 1 and is retried "
                  "by the next job, at most --max-attempts times.\nEvery option may also be a key of the --config TOML "
                  "file (same name, no dashes; train-args = [\"--window\", \"23:00-07:00\"] for the options after --).");
-      return [a, st, &sub]() {
+      return [a, st, sub = &sub]() {
         if (st->parsed()) return status(a->status_out, a->status_json);
-        if (!a->config.empty()) nlcli::apply_config_file(sub, a->config);
+        if (!a->config.empty()) nlcli::apply_config_file(*sub, a->config);
         return run(a->opt);
       };
     });

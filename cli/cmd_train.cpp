@@ -235,12 +235,12 @@ nlcli::Register reg_train(
 
       sub.footer(nl::exit_code::table() +
                  "\nEvery option may also be a key of the --config TOML file (same name, no dashes).");
-      return [a, config, steps, &sub, rank, alpha, targets]() {
+      return [a, config, steps, sub = &sub, rank, alpha, targets]() {
         if (!config->empty()) {
-          nlcli::apply_config_file(sub, *config);
+          nlcli::apply_config_file(*sub, *config);
           a->config_file = std::filesystem::absolute(*config).string();
         }
-        a->options_record = nlcli::merged_option_values(sub);
+        a->options_record = nlcli::merged_option_values(*sub);
         a->rank_given = rank->count() > 0;
         a->alpha_given = alpha->count() > 0;
         a->targets_given = targets->count() > 0;
