@@ -366,7 +366,9 @@ ReplayStats replay_every_prefix(DiskModel model, const std::vector<Op>& ops,
       for (const std::string& b : bad)
         if (st.failures.size() < 30)
           st.failures.push_back("power cut after " + std::to_string(k) + " of " + std::to_string(ops.size()) + " calls" +
-                                (k > 0 ? std::string(" (last: ") + op_name(ops[k - 1].kind) + " " + ops[k - 1].path + ")" : "") +
+                                (k > 0 ? std::string(" (last: ") + op_name(ops[k - 1].kind) + " " +
+                                             (ops[k - 1].path.empty() ? "fd " + std::to_string(ops[k - 1].fd) : ops[k - 1].path) + ")"
+                                       : "") +
                                 ", " + crash_name(kind) + ": " + b);
     }
   }

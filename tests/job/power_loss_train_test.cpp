@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 
 class Quiet : public nl::TrainingJobOutput {};
 
-// A short run that still writes everything `train` writes: checkpoints (every 2 steps, 2
-// kept, so older ones are deleted), validation with a best adapter (best/step-N folders
+// A short run that still writes everything `train` writes: checkpoints (every 2 steps, 1
+// kept, so the older one is deleted), validation with a best adapter (best/step-N folders
 // replaced as the loss improves), the log, run.json, the precision plan, the final adapters.
 nl::TrainingJobOptions small_run(const fs::path& model, const fs::path& out) {
   nl::TrainingJobOptions o;
