@@ -48,6 +48,12 @@ namespace {
 void link_or_copy(const fs::path& from, const fs::path& to) {
   file_ops().unlink(to.string());  // left by a job killed while publishing
   if (file_ops().link(from.string(), to.string()) == 0) return;
+  // Only a file system that cannot link these two (another device, no hard links) is a
+  // reason to copy; a disk error or a full disk is reported.
+  if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP)
+    fail(to.string(), std::string("cannot link the candidate's file here: ") + std::strerror(errno),
+         errno == ENOSPC ? "the disk is full: free some space and run again; OUT/current is unchanged"
+                         : "check the disk (dmesg) and run again; OUT/current is unchanged");
   const std::string bytes = read_file(from.string());
   const int fd = file_ops().create(to.string());
   if (fd < 0) fail(to.string(), std::string("cannot create: ") + std::strerror(errno), "check that OUT is writable");

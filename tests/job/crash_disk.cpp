@@ -1,6 +1,10 @@
 #include "crash_disk.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <random>
+#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -52,6 +56,26 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 }  // namespace
+
+ScratchDir::ScratchDir() {
+  std::error_code ec;
+  const fs::path base = fs::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK) == 0 ? fs::path("/dev/shm")
+                                                                                            : fs::temp_directory_path();
+  std::random_device rd;
+  for (;;) {
+    const fs::path p = base / ("nltest-crash-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    if (fs::create_directory(p, ec)) {
+      path = p.string();
+      return;
+    }
+    if (ec) throw std::runtime_error("cannot create a scratch folder in " + base.string() + ": " + ec.message());
+  }
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
 
 // ---- the recorder -------------------------------------------------------------------------
 

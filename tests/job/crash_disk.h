@@ -67,6 +67,15 @@ class RecordingFileOps : public nl::FileOps {
   std::mutex mu_;
 };
 
+// A fresh folder for a crash test, removed at the end: in memory (/dev/shm) where there is
+// one, since a replay writes and removes thousands of files; else in the temp folder.
+struct ScratchDir {
+  ScratchDir();
+  ~ScratchDir();
+  std::string path;
+  std::string operator/(const std::string& s) const { return path + "/" + s; }
+};
+
 // POSIX without the syncs: for the runs on a materialized disk, which need no durability.
 class NoSyncFileOps : public nl::FileOps {
  public:

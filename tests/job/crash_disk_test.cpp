@@ -49,7 +49,8 @@ void write_by_hand(const std::string& path, const std::string& bytes, bool sync_
 }
 
 TEST(CrashDisk, AtomicWritesReplayClean) {
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path root = tmp / "disk";
   const crash::ReplayStats st = record_and_replay(root, [&] {
     nl::make_dirs((root / "a/b").string());
@@ -63,7 +64,8 @@ TEST(CrashDisk, AtomicWritesReplayClean) {
 }
 
 TEST(CrashDisk, FindsARenameBeforeTheDataIsSynced) {
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path root = tmp / "disk";
   const crash::ReplayStats st =
       record_and_replay(root, [&] { write_by_hand((root / "ckpt").string(), "complete checkpoint", false, true); });
@@ -71,7 +73,8 @@ TEST(CrashDisk, FindsARenameBeforeTheDataIsSynced) {
 }
 
 TEST(CrashDisk, FindsARenameWhoseFolderIsNotSynced) {
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path root = tmp / "disk";
   const crash::ReplayStats st =
       record_and_replay(root, [&] { write_by_hand((root / "ckpt").string(), "complete checkpoint", true, false); });
@@ -79,7 +82,8 @@ TEST(CrashDisk, FindsARenameWhoseFolderIsNotSynced) {
 }
 
 TEST(CrashDisk, FindsANewFolderWhoseParentIsNotSynced) {
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path root = tmp / "disk";
   const crash::ReplayStats st = record_and_replay(root, [&] {
     ASSERT_EQ(nl::file_ops().mkdir((root / "checkpoints").string()), 0);  // std::filesystem's way: no sync
@@ -89,7 +93,8 @@ TEST(CrashDisk, FindsANewFolderWhoseParentIsNotSynced) {
 }
 
 TEST(CrashDisk, AWriteInPlaceIsTornWhereAtomicIsNot) {
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path root = tmp / "disk";
   const crash::ReplayStats st = record_and_replay(root, [&] {
     nl::write_file_atomic((root / "run.json").string(), std::string(100, 'a'));

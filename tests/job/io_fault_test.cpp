@@ -77,7 +77,8 @@ bool no_temp_files(const fs::path& dir) {
 TEST(IoFaults, AtomicWriteFailsCleanlyAtEveryCall) {
   crash::NoSyncFileOps no_sync;  // setups and retries need no durability: spare the disk
   nl::ScopedFileOps fast(no_sync);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const std::string path = (tmp / "state.bin").string();
   const std::string v1 = "the previous state", v2(100000, 'n');
   for (Fault f : {Fault::Eio, Fault::Enospc, Fault::ShortWrite}) {
@@ -86,7 +87,7 @@ TEST(IoFaults, AtomicWriteFailsCleanlyAtEveryCall) {
         [&](const Outcome& o) {
           const nl::CheckedRead r = nl::read_file_checked(path);
           ASSERT_TRUE(r.ok) << r.problem;
-          EXPECT_TRUE(no_temp_files(tmp.path));
+          EXPECT_TRUE(no_temp_files(tmp));
           if (f == Fault::ShortWrite) {
             EXPECT_FALSE(o.threw) << o.message;
             EXPECT_EQ(r.payload, v2);
@@ -111,7 +112,8 @@ TEST(IoFaults, AtomicWriteFailsCleanlyAtEveryCall) {
 TEST(IoFaults, CheckpointSaveKeepsThePreviousCheckpoints) {
   crash::NoSyncFileOps no_sync;  // setups and retries need no durability: spare the disk
   nl::ScopedFileOps fast(no_sync);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path dir = tmp / "checkpoints";
   for (Fault f : {Fault::Eio, Fault::Enospc, Fault::ShortWrite}) {
     every_call(
@@ -167,7 +169,8 @@ TEST(IoFaults, AdapterSaveLeavesEveryFileComplete) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model_path);
   const std::unique_ptr<nl::Model> m = nl::Model::load(model_path.string());
   const nl::LoraAdapter a1 = some_adapter(*m, 1), a2 = some_adapter(*m, 2);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   save_both(a1, *m, tmp / "ref1");
   save_both(a2, *m, tmp / "ref2");
   const fs::path dir = tmp / "out";
@@ -206,7 +209,8 @@ TEST(IoFaults, NightlyPublishKeepsACompleteCurrentAdapter) {
   nl::ScopedFileOps fast(no_sync);
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model_path);
   const std::unique_ptr<nl::Model> m = nl::Model::load(model_path.string());
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   const fs::path out = tmp / "job", cand1 = out / "runs/0001/candidate", cand2 = out / "runs/0002/candidate";
   save_both(some_adapter(*m, 1), *m, cand1);
   save_both(some_adapter(*m, 2), *m, cand2);
@@ -272,7 +276,8 @@ TEST(IoFaults, TrainDiskFullAtEveryCallThenResumesToTheSameAdapter) {
   crash::NoSyncFileOps no_sync;  // setups and retries need no durability: spare the disk
   nl::ScopedFileOps fast(no_sync);
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   Quiet quiet;
   ASSERT_TRUE(nl::run_training_job(tiny_run(model, tmp / "reference"), quiet).finished);
   const auto want = adapter_files(tmp / "reference");

@@ -65,7 +65,8 @@ TEST(PowerLoss, NightlyPublishEveryCrashPointKeepsACompleteCurrentAdapter) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model_path);
   const std::unique_ptr<nl::Model> m = nl::Model::load(model_path.string());
   const nl::LoraAdapter first = some_adapter(*m, 11), second = some_adapter(*m, 22);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   crash::NoSyncFileOps no_sync;
   nl::ScopedFileOps fast(no_sync);
 

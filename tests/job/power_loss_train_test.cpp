@@ -55,7 +55,8 @@ std::vector<std::string> adapter_bytes(const fs::path& out) {
 
 TEST(PowerLoss, TrainEveryCrashPointResumesToTheSameAdapter) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
-  nltest::TempDir tmp;
+  const crash::ScratchDir scratch;
+  const fs::path tmp(scratch.path);
   Quiet quiet;
   crash::NoSyncFileOps no_sync;  // the runs below need no durability: spare the disk
   nl::ScopedFileOps fast(no_sync);
