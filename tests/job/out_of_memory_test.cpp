@@ -13,7 +13,9 @@
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/host/memory_plan.h"
 #include "nightlora/host/train_step.h"
+#include "crash_disk.h"
 #include "nightlora/modelio/model.h"
+#include "nightlora/modelio/synth.h"
 #include "nightlora/util/error.h"
 #include "test_util.h"
 
@@ -112,6 +114,32 @@ TEST(OutOfMemory, EnginePanelsForTooManyTokensAreAClearError) {
     }
     EXPECT_NO_THROW(engine->reserve_forward(h, 256, p));  // a sane size still works
   }
+}
+
+// The engine's own copy of the weights (tiles) and its workers' panels, made when the
+// engine is: a model whose tiles (the tied 151936 x 896 output, ~145 MiB in q8_0) do not fit
+// what is left of the address space.
+TEST(OutOfMemory, EngineTilesOfALargeModelAreAClearError) {
+  const crash::ScratchDir scratch;
+  const std::string path = scratch / "qwen-shapes-1-layer.gguf";
+  nl::SynthOptions so;
+  so.preset = "qwen2.5-0.5b";
+  so.layers = 1;
+  so.type = nl::QType::Q8_0;
+  so.tokenizer = "generated";
+  nl::synth_model(path, so);
+  const std::unique_ptr<nl::Model> m = nl::Model::load(path);
+  nl::EngineOptions eo;
+  eo.threads = 1;
+  std::string msg;
+  {
+    AddressSpaceLimit limit(size_t{48} << 20);  // the stacks of its threads fit, the tiles do not
+    if (!limit.ok()) GTEST_SKIP() << "cannot set RLIMIT_AS here";
+    msg = message_of([&] { nl::make_engine(*m, eo); });
+  }
+  EXPECT_NE(msg.find("cpu engine: out of memory allocating the weights' tiles"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("smaller model"), std::string::npos) << msg;
+  EXPECT_NO_THROW(nl::make_engine(*m, eo));  // with the memory back, the same model loads
 }
 
 }  // namespace
