@@ -32,11 +32,6 @@ struct FineTuningJobs::Job {
 
 namespace {
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 bool well_formed_job_id(const std::string& id) {
   if (id.size() != 6 + 24 || id.compare(0, 6, "ftjob-") != 0) return false;
   return std::all_of(id.begin() + 6, id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });

@@ -232,7 +232,8 @@ struct Server::Impl {
       std::string msg;
       if (res.status == 404) msg = "Unknown request URL: " + req.method + " " + req.path;
       else if (res.status == 413) msg = "the request is larger than this server accepts";
-      else msg = std::string("HTTP ") + std::to_string(res.status) + " " + httplib::detail::status_message(res.status);
+      else if (res.status == 405) msg = "Method not allowed: " + req.method + " " + req.path;
+      else msg = "HTTP status " + std::to_string(res.status);
       send_json(res, res.status, serve::error_body(msg, status_error_type(res.status), "",
                                                    res.status == 413 ? "request_too_large" : ""));
     });
