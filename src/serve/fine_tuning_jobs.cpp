@@ -195,21 +195,7 @@ nlohmann::json FineTuningJobs::create(const nlohmann::json& body) {
                 "model", "invalid_value");
   const std::string training_file = req_string(body, "training_file");
   nlohmann::json settings;
-  try {
-    settings["data"] = files_.data_path(training_file, "training_file");
-  } catch (const ApiError&) {
-    bad_request("training_file '" + training_file + "' is not a file on this server (POST /v1/files first)",
-                "training_file", "file_not_found");
-  }
   std::optional<std::string> validation_file = opt_string(body, "validation_file");
-  if (validation_file) {
-    try {
-      settings["valid"] = files_.data_path(*validation_file, "validation_file");
-    } catch (const ApiError&) {
-      bad_request("validation_file '" + *validation_file + "' is not a file on this server", "validation_file",
-                  "file_not_found");
-    }
-  }
   std::optional<std::string> suffix = opt_string(body, "suffix");
   if (suffix && (suffix->empty() || suffix->size() > 40 ||
                  !std::all_of(suffix->begin(), suffix->end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; })))
@@ -240,6 +226,21 @@ nlohmann::json FineTuningJobs::create(const nlohmann::json& body) {
   settings["schedule"] = one_of(hp, "schedule", {"cosine", "linear", "constant"}).value_or(defaults.schedule);
   settings["train_on"] = one_of(hp, "train_on", {"completion", "all"}).value_or(defaults.train_on);
   settings["seed"] = seed;
+  // The files last, once every field has its type: ids this server made, never paths.
+  try {
+    settings["data"] = files_.data_path(training_file, "training_file");
+  } catch (const ApiError&) {
+    bad_request("training_file '" + training_file + "' is not a file on this server (POST /v1/files first)",
+                "training_file", "file_not_found");
+  }
+  if (validation_file) {
+    try {
+      settings["valid"] = files_.data_path(*validation_file, "validation_file");
+    } catch (const ApiError&) {
+      bad_request("validation_file '" + *validation_file + "' is not a file on this server", "validation_file",
+                  "file_not_found");
+    }
+  }
 
   std::lock_guard<std::mutex> lock(mu_);
   const size_t active = std::count_if(jobs_.begin(), jobs_.end(), [](const auto& kv) {
