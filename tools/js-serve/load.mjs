@@ -1,7 +1,8 @@
 // A bounded load test of `nightlora serve` with the official openai client: first each
 // (model, prompt) pair's greedy answer alone, then a fine-tuning job is started and, while it
 // trains, CLIENTS concurrent clients send REQUESTS requests each (models and prompts mixed,
-// every other one streamed, chat and text completions). Prints one JSON object: every answer
+// every other one streamed, chat and text completions, each checked against the same
+// kind of request alone). Prints one JSON object: every answer
 // that differed from its single-request answer, and the job's end.
 //   node load.mjs BASE_URL TRAIN_JSONL MODELS(comma-separated) CLIENTS REQUESTS MAX_TOKENS HYPERPARAMETERS_JSON SEED
 import fs from 'node:fs';
@@ -29,8 +30,9 @@ async function answer(model, prompt, stream, chat) {
   return text;
 }
 
+// Chat and text completions differ where the model has a chat template: a reference for each.
 const reference = {};
-for (const m of models) for (const p of prompts) reference[`${m}|${p}`] = await answer(m, p, false, false);
+for (const m of models) for (const p of prompts) for (const chat of [false, true]) reference[`${m}|${p}|${chat}`] = await answer(m, p, false, chat);
 
 const file = await client.files.create({ file: fs.createReadStream(dataFile), purpose: 'fine-tune' });
 const job = await client.fineTuning.jobs.create({ model: models[0], training_file: file.id, seed: Number(seedArg), hyperparameters: JSON.parse(hpJson) });
@@ -48,7 +50,8 @@ await Promise.all(Array.from({ length: clients }, async (_, c) => {
     const stream = (c + r) % 2 === 0, chat = (c >> 1) % 2 === 0;
     const text = await answer(model, prompt, stream, chat);
     answered++;
-    if (text !== reference[`${model}|${prompt}`]) mismatches.push({ model, prompt, stream, chat, text, expected: reference[`${model}|${prompt}`] });
+    const expected = reference[`${model}|${prompt}|${chat}`];
+    if (text !== expected) mismatches.push({ model, prompt, stream, chat, text, expected });
   }
 }));
 const loadSeconds = (Date.now() - t0) / 1000;
