@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -327,6 +328,15 @@ struct Server::Impl {
   }
 };
 
+size_t serve_memory_budget(const ModelConfig& c, const ServeLimits& limits, bool kv_f16) {
+  const int64_t positions = std::min<int64_t>(c.context, limits.max_prompt_tokens + limits.max_output_tokens);
+  const size_t kv = static_cast<size_t>(positions * c.n_layer * c.kv_dim()) * 2 * (kv_f16 ? 2 : 4);
+  const int64_t chunk = 256;  // DecoderOptions::prefill_chunk
+  const size_t activations =
+      static_cast<size_t>(chunk * (3 * c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.d_ff + 64) + 2 * c.vocab) * 4;
+  return static_cast<size_t>(limits.max_concurrent) * (kv + activations) + (size_t{8} << 20);
+}
+
 Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> log)
     : impl_(std::make_unique<Impl>(opt, std::move(log))) {
   Impl& s = *impl_;
@@ -378,6 +388,12 @@ Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> 
   for (const serve::RegisteredModel& m : s.registry->list()) names += (names.empty() ? "" : ", ") + m.id;
   s.log("models: " + names);
   s.log("chat: " + s.completions->chat_description());
+  char budget[160];
+  std::snprintf(budget, sizeof budget, "memory: the model and a job, plus up to %.1f MiB for %d completions at once",
+                static_cast<double>(serve_memory_budget(s.resident->model().config, lim, dopt.kv_type == KvType::F16)) /
+                    (1 << 20),
+                lim.max_concurrent);
+  s.log(budget);
 }
 
 Server::~Server() {

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nightlora/modelio/model.h"
+#include "nightlora/serve/server.h"
 #include "serve_process.h"
 
 namespace {
@@ -121,6 +123,18 @@ TEST(ServeOpenAiClient, ConcurrentClientsWhileAJobTrains) {
   const fs::path job_adapter = tmp / "data/jobs" / out["job"]["id"].get<std::string>() / "run/adapter.gguf";
   const fs::path ref = standalone_train(model, tmp / "standalone", steps, kLr, kSeed, kSaveEvery);
   EXPECT_TRUE(same_bytes(job_adapter, ref)) << "the job's adapter under load differs from a standalone train's";
+  // Memory: the server's peak within the standalone run's peak plus the KV-cache budget of
+  // the requests that may run at once (docs/SERVE.md, Memory).
+  double train_peak_mib = 0;
+  for (const nlohmann::json& row : read_jsonl(tmp / "standalone/log.jsonl", "train"))
+    train_peak_mib = std::max(train_peak_mib, row.value("peak_rss_mib", 0.0));
+  const double server_peak_mib = static_cast<double>(server.peak_rss_bytes()) / (1 << 20);
+  const double budget_mib =
+      static_cast<double>(nl::serve_memory_budget(nl::Model::load(model.string())->config, nl::ServeLimits{})) / (1 << 20);
+  std::printf("peak RSS: server %.1f MiB, standalone train %.1f MiB, request budget %.1f MiB\n", server_peak_mib,
+              train_peak_mib, budget_mib);
+  EXPECT_GT(server_peak_mib, 0.0);
+  EXPECT_LE(server_peak_mib, train_peak_mib + budget_mib);
   EXPECT_EQ(server.terminate(), 0) << server.log();
 }
 

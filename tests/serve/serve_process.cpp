@@ -59,6 +59,14 @@ ServeProcess::~ServeProcess() {
   if (pid_ > 0) terminate();
 }
 
+size_t ServeProcess::peak_rss_bytes() const {
+  if (pid_ <= 0) return 0;
+  const std::string status = read_text("/proc/" + std::to_string(pid_) + "/status");
+  const size_t at = status.find("VmHWM:");
+  if (at == std::string::npos) return 0;
+  return static_cast<size_t>(std::stoull(status.substr(at + 6))) * 1024;  // "VmHWM:   12345 kB"
+}
+
 void ServeProcess::kill9() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);

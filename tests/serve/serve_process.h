@@ -25,6 +25,8 @@ class ServeProcess {
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
   std::string log() const { return read_text(log_); }
   bool started() const { return port_ > 0; }
+  // The process's peak resident memory so far (VmHWM), bytes; 0 when it cannot be read.
+  size_t peak_rss_bytes() const;
   void kill9();      // SIGKILL, as a phone's OS or the OOM killer ends an app
   int terminate();  // SIGTERM and wait: the exit status
 

@@ -14,6 +14,8 @@
 
 namespace nl {
 
+struct ModelConfig;
+
 // Limits on what one request (and all of them at once) may ask for. Past a limit the request
 // gets an OpenAI-shaped JSON error with the right status (413, 400 or 429), never a crash.
 struct ServeLimits {
@@ -39,6 +41,15 @@ struct ServeOptions {
   int threads = 0;                 // engine threads (0: all cores)
   ServeLimits limits;
 };
+
+// The memory the completions running at once may hold beyond the resident model and a
+// training job, in bytes: per request its KV cache (K and V for n_layer x kv_dim values per
+// position, 2 bytes each in f16 or 4 in f32, for min(context, max_prompt_tokens +
+// max_output_tokens) positions) and the activations of one 256-token prompt chunk
+// (256 x (3 d_model + 2 q_dim + 2 kv_dim + 2 d_ff + 64) floats, two logits rows), times
+// max_concurrent; plus 8 MiB for the HTTP threads and buffers. The server prints it at start;
+// docs/SERVE.md (Memory) explains it and tests/serve checks the peak against it.
+size_t serve_memory_budget(const ModelConfig& c, const ServeLimits& limits, bool kv_f16 = true);
 
 class Server {
  public:
