@@ -367,6 +367,12 @@ Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> 
   const size_t workers = static_cast<size_t>(lim.max_concurrent) + 4;
   s.http.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
   s.http.set_payload_max_length(std::max(lim.max_upload_bytes, lim.max_body_bytes) + (size_t{1} << 16));
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second server
+  // bind the same port and take half of the connections instead of failing.
+  s.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   s.http.set_keep_alive_timeout(5);
   s.http.set_read_timeout(30);
   s.http.set_write_timeout(30);

@@ -166,6 +166,17 @@ TEST_F(ServeRefusals, HugeMaxTokensAndLongPromptsAre400s) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+TEST_F(ServeRefusals, ASecondServerOnTheSamePortOrFolderFails) {
+  const std::string cli = "timeout 30 " + shq(NL_CLI_PATH) + " serve --model " + shq(model_.string());
+  CmdResult port = run_cmd(cli + " --data " + shq((tmp_->path / "other").string()) + " --port " +
+                           std::to_string(server_->port()));
+  EXPECT_EQ(port.rc, 1) << port.out << port.err;
+  EXPECT_NE(port.err.find("cannot listen on 127.0.0.1:" + std::to_string(server_->port())), std::string::npos) << port.err;
+  CmdResult folder = run_cmd(cli + " --data " + shq((tmp_->path / "data").string()) + " --port 0");
+  EXPECT_EQ(folder.rc, 4) << folder.out << folder.err;  // busy, as `train` on a locked folder
+  EXPECT_NE(folder.err.find("another nightlora serve is using"), std::string::npos) << folder.err;
+}
+
 TEST_F(ServeRefusals, BadUploadsAndUnknownRoutes) {
   httplib::Client c = client();
   httplib::MultipartFormDataItems wrong_purpose = {{"purpose", "assistants", "", ""}, {"file", "{\"text\": \"a\"}\n", "a.jsonl", ""}};
