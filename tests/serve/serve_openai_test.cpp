@@ -33,13 +33,6 @@ nlohmann::json run_node(const std::string& script, const std::vector<std::string
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
-// Text as a JSON answer carries it: bytes that are not UTF-8 (a random-weight model makes
-// them) become U+FFFD, as the server's JSON encoder writes them. The identity on UTF-8 text.
-std::string as_json_text(const std::string& s) {
-  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
-      .get<std::string>();
-}
-
 #define NL_REQUIRE_OPENAI_CLIENT()                                                                          \
   if (node_with_openai().empty())                                                                           \
     GTEST_SKIP() << "node or the openai npm client is not installed (tools/js-serve/node_modules: run "     \

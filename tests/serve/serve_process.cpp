@@ -124,6 +124,11 @@ std::string node_with_openai() {
   return "node";
 }
 
+std::string as_json_text(const std::string& s) {
+  return nlohmann::json::parse(nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
 bool same_bytes(const fs::path& a, const fs::path& b) {
   return fs::exists(a) && fs::exists(b) && read_text(a) == read_text(b);
 }

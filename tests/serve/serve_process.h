@@ -55,6 +55,10 @@ std::string cli_generate(const fs::path& model, const std::string& prompt, int n
 // node, when it and tools/js-serve's openai client are installed; "" otherwise.
 std::string node_with_openai();
 
+// Text as a JSON answer carries it: bytes that are not UTF-8 (a random-weight model makes
+// them) become U+FFFD, as the server's JSON encoder writes them. The identity on UTF-8 text.
+std::string as_json_text(const std::string& s);
+
 // The files' bytes are equal.
 bool same_bytes(const fs::path& a, const fs::path& b);
 
