@@ -589,6 +589,12 @@ class CpuEngine final : public FrozenEngine {
     return {};
   }
 
+  Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const override {
+    const ResidentMatrix& m = at(h);
+    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_native(m) && f32_matvec_runs(m)) return Precision::F32;
+    return p;
+  }
+
   WeightHandle handle(int64_t layer, Proj p) const override {
     if (layer < 0 || layer >= n_layer_) fail("engine", "layer " + std::to_string(layer) + " out of range");
     return static_cast<WeightHandle>(layer * kNumProj + static_cast<int>(p));
@@ -764,7 +770,7 @@ class CpuEngine final : public FrozenEngine {
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
     // A few tokens on tiles of whole row groups: the matrix-vector kernels, where the set
     // has one with the panel kernels' summation order (AVX2).
-    if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0) {
+    if (kind == Job::Forward && T <= kMatvecMaxTokens && f32_matvec_runs(m)) {
       for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
         matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
       });
@@ -834,6 +840,11 @@ class CpuEngine final : public FrozenEngine {
       for (int64_t t = t0; t < t1; ++t)
         engine::guard_output_row(f16_, job.out + t * n_out, n_out, row_scale_[static_cast<size_t>(t)]);
     });
+  }
+
+  // Whether this set's f32 matrix-vector kernel takes m's few-token forward products.
+  bool f32_matvec_runs(const ResidentMatrix& m) const {
+    return matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0;
   }
 
   void run_int8(const Job& job) {
