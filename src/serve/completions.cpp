@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nightlora/engine/engine_turns.h"
+#include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/generate.h"
 #include "nightlora/serve/server.h"
 #include "nightlora/tokenizer/tokenizer.h"
@@ -34,7 +35,7 @@ std::string Completions::chat_description() const {
   return "no chat template: chat messages become their contents joined by newlines, as a plain prompt";
 }
 
-std::vector<int32_t> Completions::tokenize(const std::string& text, bool parse_special) const {
+std::vector<int32_t> Completions::tokenize(const std::string& text, bool chat_template) const {
   // As `nightlora generate` makes its prompt (cli/cmd_generate.cpp), so that a request and
   // the command give the same tokens and, greedy, the same text.
   const Model& m = resident_.model();
@@ -43,9 +44,8 @@ std::vector<int32_t> Completions::tokenize(const std::string& text, bool parse_s
     if (tok.bos() < 0) bad_request("the prompt is empty and this model has no BOS token to start from", "prompt");
     return {tok.bos()};
   }
-  bool add_bos = tok.add_bos_default();
-  if (add_bos && tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0) add_bos = false;
-  return tok.encode(text, add_bos, parse_special);
+  if (chat_template) return encode_chat_text(tok, text);
+  return tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
 }
 
 namespace {
@@ -100,11 +100,11 @@ CompletionRequest Completions::parse(const nlohmann::json& body, bool chat) cons
       msgs.push_back({*role, message_content(m, i)});
     }
     if (has_chat_format_) {
-      r.prompt = tokenize(render_chat_text(chat_format_, msgs, /*add_generation_prompt=*/true), /*parse_special=*/true);
+      r.prompt = tokenize(render_chat_text(chat_format_, msgs, /*add_generation_prompt=*/true), /*chat_template=*/true);
     } else {
       std::string text;
       for (size_t i = 0; i < msgs.size(); ++i) text += (i ? "\n" : "") + msgs[i].content;
-      r.prompt = tokenize(text, /*parse_special=*/false);
+      r.prompt = tokenize(text, /*chat_template=*/false);
     }
   } else {
     auto it = body.find("prompt");
@@ -113,7 +113,7 @@ CompletionRequest Completions::parse(const nlohmann::json& body, bool chat) cons
     else if (it->is_string()) text = it->get<std::string>();
     else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) text = (*it)[0].get<std::string>();
     else bad_request("'prompt' must be a string (or an array of one string)", "prompt", "invalid_type");
-    r.prompt = tokenize(text, /*parse_special=*/false);
+    r.prompt = tokenize(text, /*chat_template=*/false);
   }
   const int64_t context = resident_.model().config.context;
   const int64_t prompt_n = static_cast<int64_t>(r.prompt.size());
@@ -140,11 +140,19 @@ CompletionRequest Completions::parse(const nlohmann::json& body, bool chat) cons
                 max_name, "context_length_exceeded");
   r.max_tokens = max ? *max : std::min(limits_.max_output_tokens, context - prompt_n);
 
-  // Sampling, with OpenAI's defaults (temperature 1, top_p 1, no top-k); top_k is ours.
+  // Sampling, with OpenAI's defaults (temperature 1, top_p 1, nothing else); top_k, min_p,
+  // repeat_penalty and repeat_last_n are ours (`nightlora generate`'s options of those names).
   r.sampling.temperature = static_cast<float>(opt_number(body, "temperature", 0, 2).value_or(1.0));
   r.sampling.top_p = static_cast<float>(opt_number(body, "top_p", 0, 1).value_or(1.0));
   if (r.sampling.top_p <= 0) bad_request("'top_p' must be above 0", "top_p", "invalid_value");
   r.sampling.top_k = static_cast<int>(opt_integer(body, "top_k", 0, 1 << 30).value_or(0));
+  r.sampling.min_p = static_cast<float>(opt_number(body, "min_p", 0, 1).value_or(0.0));
+  r.sampling.repeat_penalty = static_cast<float>(opt_number(body, "repeat_penalty", 0.01, 100).value_or(1.0));
+  r.sampling.repeat_last_n = static_cast<int>(opt_integer(body, "repeat_last_n", -1, 1 << 20).value_or(64));
+  for (const char* unsupported : {"frequency_penalty", "presence_penalty"})
+    if (opt_number(body, unsupported, -2, 2).value_or(0.0) != 0.0)
+      bad_request(std::string("'") + unsupported + "' is not supported (use repeat_penalty)", unsupported,
+                  "unsupported_parameter");
   std::optional<int64_t> seed = opt_integer(body, "seed", INT64_MIN, INT64_MAX);
   r.sampling.seed = seed ? static_cast<uint64_t>(*seed) : std::random_device{}();
 
@@ -164,44 +172,6 @@ CompletionRequest Completions::parse(const nlohmann::json& body, bool chat) cons
   return r;
 }
 
-namespace {
-
-// Text released to the client: held back while it may still turn into a stop string, cut
-// where one appears, and never split inside a UTF-8 character.
-class StopFilter {
- public:
-  explicit StopFilter(const std::vector<std::string>& stop) : stop_(stop) {
-    for (const std::string& s : stop_) hold_ = std::max(hold_, s.size() - 1);
-  }
-  // Adds text; returns what may be released now. stopped() tells whether a stop string came.
-  std::string push(const std::string& text) {
-    if (stopped_) return {};
-    pending_ += text;
-    size_t cut = std::string::npos;
-    for (const std::string& s : stop_) cut = std::min(cut, pending_.find(s));
-    if (cut != std::string::npos) {
-      pending_.resize(cut);
-      stopped_ = true;
-      return std::exchange(pending_, std::string());
-    }
-    if (pending_.size() <= hold_) return {};
-    size_t end = pending_.size() - hold_;
-    while (end > 0 && end < pending_.size() && (static_cast<unsigned char>(pending_[end]) & 0xC0) == 0x80) --end;
-    std::string out = pending_.substr(0, end);
-    pending_.erase(0, end);
-    return out;
-  }
-  std::string finish() { return stopped_ ? std::string() : std::exchange(pending_, std::string()); }
-  bool stopped() const { return stopped_; }
-
- private:
-  const std::vector<std::string>& stop_;
-  size_t hold_ = 0;
-  std::string pending_;
-  bool stopped_ = false;
-};
-
-}  // namespace
 
 CompletionOutcome Completions::run(const CompletionRequest& req,
                                    const std::function<bool(const std::string&)>& on_text) const {
@@ -220,8 +190,7 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
   gopt.vocab_limit = tok.vocab_size();
 
   CompletionOutcome out;
-  TextStream text(tok, req.prompt);
-  StopFilter filter(req.stop);
+  TextStream text(tok, req.prompt, req.stop);  // holds back what may become a stop string
   bool client_gone = false;
   auto deliver = [&](const std::string& piece) {
     if (piece.empty() || client_gone) return;
@@ -234,20 +203,19 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
   // in place (new Turn(prvalue)), so it need not be movable.
   std::unique_ptr<EngineTurns::Turn> turn(new EngineTurns::Turn(turns.serve()));
   auto on_token = [&](int32_t id, std::span<const float>) {
-    const std::string piece = filter.push(text.push(id));
+    const std::string piece = text.push(id);
     turn.reset();
     deliver(piece);
-    if (filter.stopped() || client_gone) return false;
+    if (text.stopped() || client_gone) return false;
     turn.reset(new EngineTurns::Turn(turns.serve()));
     return true;
   };
   const GenerateResult res = generate(dec, sampler, req.prompt, gopt, on_token);
   turn.reset();
-  if (!filter.stopped()) deliver(filter.push(text.finish()));
-  deliver(filter.finish());
+  deliver(text.finish());
   out.prompt_tokens = static_cast<int64_t>(req.prompt.size());
   out.completion_tokens = static_cast<int64_t>(res.ids.size());
-  out.finish_reason = res.stopped_on_token || filter.stopped() ? "stop" : "length";
+  out.finish_reason = res.stopped_on_token || text.stopped() ? "stop" : "length";
   return out;
 }
 

@@ -55,7 +55,7 @@ class Completions {
   std::string chat_description() const;
 
  private:
-  std::vector<int32_t> tokenize(const std::string& text, bool parse_special) const;
+  std::vector<int32_t> tokenize(const std::string& text, bool chat_template) const;
   ResidentModel& resident_;
   const AdapterRegistry& registry_;
   const ServeLimits& limits_;

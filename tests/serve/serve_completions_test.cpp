@@ -89,12 +89,12 @@ TEST(ServeCompletions, StopStringsSamplingAndAdapters) {
 
   // Seeded sampling: the same text twice, and `generate`'s with the same settings.
   nlohmann::json sampled = {{"model", base}, {"prompt", prompt}, {"max_tokens", 30}, {"temperature", 0.8},
-                            {"top_k", 40},   {"top_p", 0.95},     {"seed", 5}};
+                            {"top_k", 40},   {"top_p", 0.95},     {"min_p", 0.05}, {"seed", 5}};
   const std::string a = post(c, "/v1/completions", sampled)["choices"][0]["text"];
   const std::string b = post(c, "/v1/completions", sampled)["choices"][0]["text"];
   EXPECT_EQ(a, b);
   CmdResult gen = run_cli("generate -q --model " + shq(model.string()) + " --prompt " + shq(prompt) +
-                          " -n 30 --temp 0.8 --top-k 40 --top-p 0.95 --seed 5");
+                          " -n 30 --temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05 --seed 5");
   ASSERT_EQ(gen.rc, 0) << gen.err;
   EXPECT_EQ(a + "\n", as_json_text(gen.out));
 
