@@ -104,7 +104,12 @@ class FineTuningJobs::Output : public TrainingJobOutput {
   }
 
  private:
-  void event(const std::string& text, const std::string& level) {
+  void event(const std::string& raw, const std::string& level) {
+    // The training job names its files by path; a client sees them relative to the data
+    // folder ("<data>/jobs/..."), not where the server keeps it.
+    std::string text = raw;
+    const std::string data = fs::path(jobs_.dir_).parent_path().string();
+    for (size_t at; !data.empty() && (at = text.find(data)) != std::string::npos;) text.replace(at, data.size(), "<data>");
     std::lock_guard<std::mutex> lock(jobs_.mu_);
     jobs_.add_event(job_, text, level);
     // Step lines come often: the record is written at most once a second for them.

@@ -69,7 +69,10 @@ TEST(ServeOpenAiClient, ChatFineTuneAndCancelEndToEnd) {
   EXPECT_EQ(out["retrieved"], ft);
   EXPECT_EQ(out["jobs_listed"], nlohmann::json::array({out["job"]["id"]}));
   bool saw_step = false;
-  for (const auto& e : out["events"]) saw_step |= e.get<std::string>().rfind("step " + std::to_string(kSteps) + "/", 0) == 0;
+  for (const auto& e : out["events"]) {
+    saw_step |= e.get<std::string>().rfind("step " + std::to_string(kSteps) + "/", 0) == 0;
+    EXPECT_EQ(e.get<std::string>().find((tmp / "data").string()), std::string::npos) << "an event shows the data folder: " << e;
+  }
   EXPECT_TRUE(saw_step) << out["events"].dump(1);
 
   // Its adapter: the bytes of a standalone `nightlora train` with the same seed and data, and
