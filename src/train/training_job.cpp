@@ -586,6 +586,8 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   if (!a.valid.empty()) rec["valid"] = a.valid;
   rec["out"] = a.out;
   rec["config"] = identity["config"];
+  if (!a.options_record.is_null()) rec["options"] = a.options_record;
+  if (!a.config_file.empty()) rec["config_file"] = a.config_file;
   rec["total_steps"] = trainer.total_steps();
   rec["threads"] = a.threads;
   nlohmann::json thermal;
