@@ -35,6 +35,8 @@ APT_PACKAGES=(
   "libvulkan-dev=1.3.239.0-1"
   "glslc=2023.2-1"
   "mesa-vulkan-drivers=22.3.6-1+deb12u2"
+  # `nightlora serve`: HTTP server library (llama.cpp's server uses the same one).
+  "libcpp-httplib-dev=0.11.4+ds-1+deb12u1"
   # Headless browser for the report test (tests/report): renders `nightlora report` pages.
   "chromium=156.0.8078.108-1~deb12u1"
 )
@@ -84,5 +86,10 @@ fi
 if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/@node-llama-cpp/linux-x64 ] ||
                                     [ ! -d tools/js/node_modules/tokenizers ]; }; then
   (cd tools/js && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+# The official openai npm client (pinned in tools/js-serve/package-lock.json), which
+# tests/serve uses to drive `nightlora serve` as an app would. No install scripts run.
+if [ -f tools/js-serve/package.json ] && [ ! -d tools/js-serve/node_modules/openai ]; then
+  (cd tools/js-serve && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"
