@@ -188,6 +188,7 @@ TrainingJobOptions parse_train_options(const std::string& text) {
   if (!j.is_object()) fail(kWhere, "must be a JSON object, not " + std::string(j.type_name()));
   O o;
   std::set<std::string> seen;
+  json record = json::object();  // run.json's "options": what the caller gave, by the CLI's names
   for (auto it = j.begin(); it != j.end(); ++it) {
     std::string key = it.key();
     std::replace(key.begin(), key.end(), '_', '-');
@@ -197,7 +198,9 @@ TrainingJobOptions parse_train_options(const std::string& text) {
       fail(kWhere, "unknown key \"" + it.key() + "\"",
            "the keys are the `nightlora train` option names: " + known_keys());
     set(o, key, opt->second, it.value());
+    record[key] = it.value();
   }
+  o.options_record = record;
   for (const char* required : {"data", "out"})
     if (!seen.count(required) || (required == std::string("data") ? o.data : o.out).empty())
       fail(kWhere, std::string("\"") + required + "\" is required", "the training data file and the output folder");

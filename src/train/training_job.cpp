@@ -23,6 +23,7 @@
 #include "nightlora/host/step_timing.h"
 #include "nightlora/host/trainer.h"
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/energy.h"
@@ -316,8 +317,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   out.line("memory plan: " + trainer.memory_plan().describe());
 
   // Inputs are valid: from here on the folder is written.
-  fs::create_directories(a.out, ec);
-  if (ec) fail(a.out, "cannot create the output folder: " + ec.message());
+  make_dirs(a.out);
   if (!lock) lock = std::make_unique<FolderLock>(a.out, "training run", a.wait_lock);
   const fs::path log_path = fs::path(a.out) / "log.jsonl";
   CheckpointStore store((fs::path(a.out) / "checkpoints").string(), a.keep);
@@ -353,8 +353,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     best.restore(nlohmann::json::object(), a.out);  // a new run: no best from an abandoned start
   }
   setup_precision(trainer, a, loaded ? stored_plan : plan_file, loaded.has_value(), mc.n_layer, out);
-  std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
-  if (!log) fail(log_path.string(), "cannot write the training log");
+  AppendFile log(log_path.string(), !loaded);
 
   double last_step_s = 0;  // the last step's duration, for the pacer
   // Energy is logged whenever the machine tells it, background or not.
@@ -586,6 +585,8 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   if (!a.valid.empty()) rec["valid"] = a.valid;
   rec["out"] = a.out;
   rec["config"] = identity["config"];
+  if (!a.options_record.is_null()) rec["options"] = a.options_record;
+  if (!a.config_file.empty()) rec["config_file"] = a.config_file;
   rec["total_steps"] = trainer.total_steps();
   rec["threads"] = a.threads;
   nlohmann::json thermal;

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace nl {
 
 // The options of a run: `nightlora train --help` describes each (same names, same defaults).
@@ -97,6 +99,10 @@ struct TrainingJobOptions {
   // For tests of time windows: "HH:MM[:SS],S": background mode's clock starts at that local
   // time, moves S seconds per step and jumps through waits instead of sleeping.
   std::string fake_clock;
+  // For the record only (run.json's "options" and "config_file"): every option as the
+  // command line and its --config file gave them, merged, and that file. Null / "": none.
+  nlohmann::json options_record;
+  std::string config_file;
 };
 
 // Where the run reports, as it goes. Every method may be left as is (the default ignores it).
