@@ -32,7 +32,10 @@ target_link_libraries(nightlora_shared PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,nl_
 target_include_directories(nightlora_shared PUBLIC
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 set(_map ${CMAKE_SOURCE_DIR}/cmake/nightlora.map)
-target_link_options(nightlora_shared PRIVATE -Wl,--version-script=${_map} -Wl,--no-undefined)
+target_link_options(nightlora_shared PRIVATE -Wl,--version-script=${_map})
+if(NOT NL_SANITIZE)  # (the sanitizers' runtime comes with the executable)
+  target_link_options(nightlora_shared PRIVATE -Wl,--no-undefined)
+endif()
 set_target_properties(nightlora_shared PROPERTIES
   OUTPUT_NAME nightlora
   EXPORT_NAME nightlora
