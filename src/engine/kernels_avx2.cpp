@@ -28,8 +28,12 @@
 #define NL_REFERENCE_FUSES_MUL_SUB 0
 #endif
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace nl::engine {
 namespace {
@@ -408,7 +412,11 @@ void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64
 }  // namespace
 }  // namespace nl::engine
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 

@@ -10,8 +10,12 @@
 
 #include "nightlora/util/half.h"
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace nl::engine {
 namespace {
@@ -42,7 +46,11 @@ void round_f16_avx2(const float* x, int64_t n, float scale_in, float scale_out, 
 }  // namespace
 }  // namespace nl::engine
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 const F16Kernels* f16_kernels_avx2() {

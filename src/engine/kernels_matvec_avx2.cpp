@@ -2,11 +2,19 @@
 #include "kernels_matvec.h"
 
 #if defined(__x86_64__)
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #define NL_MATVEC_VNNI 0
 #include "kernels_matvec_avx2_body.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 

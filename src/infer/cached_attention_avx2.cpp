@@ -2,11 +2,19 @@
 #include "cached_attention.h"
 
 #if defined(__x86_64__)
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #define NL_ATTN_F16C 1
 #include "cached_attention_body.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::infer {
 
