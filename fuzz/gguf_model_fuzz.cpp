@@ -8,20 +8,13 @@
 #include <string>
 
 #include "fuzz_util.h"
+#include "touch.h"
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/tokenizer.h"
 
-namespace {
-
-void touch(const uint8_t* p, size_t n) {
-  if (n == 0) return;
-  volatile uint8_t sink = p[0];
-  sink = p[n - 1];
-  (void)sink;
-}
-
-}  // namespace
+using nlfuzz::touch;
+using nlfuzz::touch_weights;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path =
@@ -44,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (opened) {
     nlfuzz::run_guarded([&] {
       auto m = nl::Model::load(path);
-      touch(m->tok_embd.data, m->tok_embd.nbytes);
+      touch_weights(*m);
+      if (m->tokenizer) (void)m->tokenizer->decode(m->tokenizer->encode("Once upon a time", true));
     });
   }
   return 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fuzz_util.h"
+#include "touch.h"
 #include "nightlora/modelio/model.h"
 
 namespace {
@@ -40,6 +41,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::error_code ec;
     nlfuzz::fs::remove(tc, ec);
   }
-  nlfuzz::run_guarded([&] { (void)nl::Model::load(model_dir())->weight_bytes(); });
+  nlfuzz::run_guarded([&] { nlfuzz::touch_weights(*nl::Model::load(model_dir())); });
   return 0;
 }

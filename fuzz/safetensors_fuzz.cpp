@@ -8,6 +8,7 @@
 
 #include "fuzz_model.h"
 #include "fuzz_util.h"
+#include "touch.h"
 #include "nightlora/host/adapter_io.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/modelio/safetensors.h"
@@ -27,12 +28,6 @@ const std::string& peft_dir() {
   return dir;
 }
 
-void touch(const uint8_t* p, size_t n) {
-  if (n == 0) return;
-  volatile uint8_t sink = p[0];
-  sink = p[n - 1];
-  (void)sink;
-}
 
 }  // namespace
 
@@ -48,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlfuzz::run_guarded([&] {
     auto f = nl::SafetensorsFile::open(path);
     opened = true;
-    for (const auto& t : f->tensors()) touch(t.data, t.nbytes);
+    for (const auto& t : f->tensors()) nlfuzz::touch(t.data, t.nbytes);
     for (const auto& kv : f->metadata()) (void)kv;
   });
   if (opened) {

@@ -52,7 +52,7 @@ done
 # (the encode targets load a real 128k/151k-token tokenizer: more memory; long inputs: a
 # tokenizer must stay linear in the text.)
 TARGETS="
-gguf_model       gguf_model      gguf.dict 65536 10 2048
+gguf_model       gguf_model      gguf.dict 98304 10 2048
 gguf_adapter     gguf_adapter    gguf.dict 16384 10 2048
 safetensors      safetensors     json.dict 16384 10 2048
 hf_config        hf_config       json.dict  8192 10 2048
@@ -201,6 +201,16 @@ run_all() {
   done
   for t in "${pids[@]}"; do wait "$t" || status=1; done
 }
+
+# Scratch folders of targets that died (a crash skips their clean-up): /dev/shm/nlfuzz-<pid>.
+clean_scratch() {
+  local d
+  for d in /dev/shm/nlfuzz-* "${TMPDIR:-/tmp}"/nlfuzz-*; do
+    [ -d "$d" ] || continue
+    kill -0 "${d##*-}" 2>/dev/null || rm -rf "$d"
+  done
+}
+trap clean_scratch EXIT
 
 case "$mode" in
   replay) replay ;;

@@ -4,6 +4,7 @@
 // subtracts, flipped broadcasts) runs on any AVX2 CPU and under qemu, whose TCG has no
 // AVX-VNNI. Slower than both real sets; never chosen by the engine.
 #include "kernels_int8.h"
+#include "cpu_features_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,7 +31,7 @@ namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_vnni_emulated() {
   static const bool cpu_has_it =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      x86_features().avx2;
   static const Int8Kernels k = avx2_int8_kernels("avx2-vnni-emulated");
   return cpu_has_it ? &k : nullptr;
 }

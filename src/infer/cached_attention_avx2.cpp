@@ -1,5 +1,6 @@
 // The AVX2 + F16C + FMA build of the attention kernels (cached_attention_body.h).
 #include "cached_attention.h"
+#include "../engine/cpu_features_x86.h"
 
 #if defined(__x86_64__)
 #if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
@@ -20,7 +21,7 @@ namespace nl::infer {
 
 const AttentionKernels* attention_kernels_avx2() {
   static const bool cpu_has_it =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      nl::engine::x86_features().avx2;
   static const AttentionKernels k{"avx2", attention_task_impl, to_halves_impl, from_halves_impl};
   return cpu_has_it ? &k : nullptr;
 }
