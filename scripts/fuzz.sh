@@ -194,14 +194,18 @@ planted() {
 }
 
 run_all() {
-  local pids=() t
+  local t failed=$build/failed-targets
+  rm -f "$failed"
   for t in $selected; do
     available "$t" || continue
-    fuzz_one "$t" &
-    pids+=($!)
+    # Each target's outcome goes to a file: `jobs` reaps finished jobs, so `wait PID` cannot
+    # be relied on for their exit status.
+    ( fuzz_one "$t" || echo "$t" >>"$failed" ) &
     while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
   done
-  for t in "${pids[@]}"; do wait "$t" || status=1; done
+  wait
+  [ -s "$failed" ] && status=1
+  return 0
 }
 
 # Scratch folders of targets that died (a crash skips their clean-up): /dev/shm/nlfuzz-<pid>.
