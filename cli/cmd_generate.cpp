@@ -1,6 +1,8 @@
-// `nightlora generate --model M [--prompt P] [--chat] [-n N] [--temp T] ...`: runs the model
-// on a prompt and streams the generated text (alone) to stdout. Greedy with --temp 0;
-// starts from BOS when there is no prompt; stops on EOS/end-of-generation tokens and on BOS.
+// `nightlora generate --model M [--adapter A[:S] ...] [--prompt P | --prompt-file F|-] [--chat]
+// [-n N] [--temp T] ...`: runs the model on a prompt and streams the generated text (alone)
+// to stdout. Greedy with --temp 0; starts from BOS when there is no prompt; stops on
+// EOS/end-of-generation tokens, on BOS and on --stop strings (not printed). Sampling options
+// and their defaults are llama.cpp's (sampling_options.h).
 // The model runs on the frozen engine (int8 products and an f16 KV cache by default;
 // `--precision f32 --kv-type f32` is the exact path). A summary line goes to stderr, as
 // llama.cpp prints one: load time, prompt tokens/s, decode tokens/s (--quiet: none).
@@ -18,8 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/adapter_spec.h"
 #include "nightlora/host/lora.h"
+#include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/decoder.h"
 #include "nightlora/infer/generate.h"
 #include "nightlora/infer/sampler.h"
@@ -27,23 +30,21 @@
 #include "nightlora/tokenizer/chat_template.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "sampling_options.h"
 
 namespace {
 
 struct GenerateArgs {
   std::string model;
   std::string prompt;
+  std::string prompt_file;
   std::string prompt_ids;
   std::string system;
   bool chat = false;
   std::string chat_format;
   int64_t n = 256;
-  float temp = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  uint64_t seed = 0;
-  bool seed_given = false;
-  std::string adapter;
+  std::shared_ptr<nlcli::SamplingArgs> sampling = std::make_shared<nlcli::SamplingArgs>();
+  std::vector<std::string> adapters;
   int threads = 0;
   bool print_ids = false;
   std::string logits_json;
@@ -94,10 +95,25 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& a, const nl::Model& m) {
     if (tok.bos() < 0) nl::fail(m.source_path, "this model has no BOS token to start from", "give a --prompt");
     return {tok.bos()};
   }
-  // A rendered chat may already begin with the BOS text (Llama 3); do not add a second one.
-  bool add_bos = tok.add_bos_default();
-  if (add_bos && tok.bos() >= 0 && text.rfind(tok.token_text(tok.bos()), 0) == 0) add_bos = false;
-  return tok.encode(text, add_bos, /*parse_special=*/a.chat);
+  if (a.chat) return nl::encode_chat_text(tok, text);
+  return tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
+}
+
+// The text of --prompt-file (`-`: standard input), less one trailing newline, as llama.cpp's
+// -f reads a prompt (a file saved by an editor ends with one the prompt did not mean).
+std::string read_prompt_file(const std::string& path) {
+  std::ostringstream buf;
+  if (path == "-") {
+    buf << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) nl::fail(path, "cannot read the prompt file", "check the path (or give - to read standard input)");
+    buf << in.rdbuf();
+  }
+  std::string text = buf.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  return text;
 }
 
 int run_generate(const GenerateArgs& a) {
@@ -114,18 +130,18 @@ int run_generate(const GenerateArgs& a) {
   dopt.max_context = std::min<int64_t>(model->config.context, static_cast<int64_t>(prompt.size()) + std::max<int64_t>(a.n, 1));
 
   nl::Decoder decoder(*model, dopt);
+  // Several adapters apply as one, their ranks stacked (adapter_spec.h): exactly the sum of
+  // their scaled products, what `nightlora merge` folds into the weights.
   nl::LoraAdapter adapter;
-  if (!a.adapter.empty()) {
-    adapter = nl::load_adapter(a.adapter, *model);
+  if (!a.adapters.empty()) {
+    std::vector<nl::AdapterSpec> specs;
+    for (const std::string& s : a.adapters) specs.push_back(nl::parse_adapter_spec(s));
+    adapter = nl::stack_adapters(nl::load_scaled_adapters(specs, *model));
     decoder.set_adapter(&adapter);
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
-  nl::SamplerOptions sopt;
-  sopt.temperature = a.temp;
-  sopt.top_k = a.top_k;
-  sopt.top_p = a.top_p;
-  sopt.seed = a.seed_given ? a.seed : std::random_device{}();
+  const nl::SamplerOptions sopt = a.sampling->resolved();
   nl::Sampler sampler(sopt);
 
   nl::GenerateOptions gopt;
@@ -136,7 +152,7 @@ int run_generate(const GenerateArgs& a) {
   }
 
   std::unique_ptr<nl::TextStream> stream;
-  if (!a.print_ids) stream = std::make_unique<nl::TextStream>(*model->tokenizer, prompt);
+  if (!a.print_ids) stream = std::make_unique<nl::TextStream>(*model->tokenizer, prompt, a.sampling->stop);
   nlohmann::json steps = nlohmann::json::array();
   std::vector<float> first_logits;
 
@@ -156,6 +172,7 @@ int run_generate(const GenerateArgs& a) {
       const std::string piece = stream->push(id);
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
+      if (stream->stopped()) return false;
     }
     return true;
   };
@@ -174,11 +191,11 @@ int run_generate(const GenerateArgs& a) {
     auto rate = [](int64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; };
     std::fprintf(stderr,
                  "load %.2f s | prompt %lld tokens in %.2f s, %.1f tokens/s | decode %lld tokens in %.2f s, %.1f "
-                 "tokens/s | %s, kv %s, %d threads, %s engine\n",
+                 "tokens/s | %s, kv %s, %d threads, %s engine, seed %llu\n",
                  load_s, static_cast<long long>(res.prompt_tokens), res.prompt_s, rate(res.prompt_tokens, res.prompt_s),
                  static_cast<long long>(res.decoded_tokens), res.decode_s, rate(res.decoded_tokens, res.decode_s),
                  nl::precision_name(dopt.precision), nl::kv_type_name(dopt.kv_type), decoder.engine().threads(),
-                 decoder.engine().backend().c_str());
+                 decoder.engine().backend().c_str(), static_cast<unsigned long long>(sopt.seed));
   }
 
   if (!a.logits_json.empty()) {
@@ -196,22 +213,23 @@ int run_generate(const GenerateArgs& a) {
 }
 
 nlcli::Register reg_generate(
-    "generate", "Generate text with a model (and optionally a LoRA adapter); the text alone goes to stdout",
+    "generate", "Generate text with a model (and LoRA adapters); the text alone goes to stdout",
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<GenerateArgs>();
       sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
       sub.add_option("-p,--prompt", a->prompt, "prompt text (default: start from BOS)");
+      sub.add_option("-f,--prompt-file", a->prompt_file, "read the prompt text from this file (- : standard input)");
       sub.add_option("--prompt-ids", a->prompt_ids, "prompt as token ids separated by spaces (instead of --prompt)");
       sub.add_flag("--chat", a->chat, "render the prompt as a user message with the model's chat template");
       sub.add_option("--chat-format", a->chat_format, "chat template to use instead of detecting it: chatml, qwen2, qwen2.5, qwen3, llama3, llama3.1");
       sub.add_option("--system", a->system, "system message for --chat");
-      sub.add_option("-n,--n-tokens", a->n, "maximum number of new tokens")->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-      sub.add_option("--temp", a->temp, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
-      sub.add_option("--top-k", a->top_k, "sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
-      sub.add_option("--top-p", a->top_p, "nucleus sampling threshold in (0, 1] (1 = off)")->check(CLI::Range(0.0f, 1.0f));
-      sub.add_option_function<uint64_t>("--seed", [a](const uint64_t& s) { a->seed = s, a->seed_given = true; },
-                                        "random seed (same seed, same text; default: random)");
-      sub.add_option("--adapter", a->adapter, "LoRA adapter: PEFT folder or llama.cpp LoRA GGUF");
+      sub.add_option("-n,--n-tokens", a->n, "maximum number of new tokens")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+          ->capture_default_str();
+      nlcli::add_sampling_options(sub, a->sampling);
+      sub.add_option("--adapter,--lora", a->adapters,
+                     "LoRA adapter to apply, PATH[:SCALE] (PEFT folder or llama.cpp LoRA GGUF; repeatable, the adapters "
+                     "add up)");
       sub.add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
       sub.add_flag("--print-ids", a->print_ids, "print the generated token ids instead of text");
       sub.add_option("--logits-json", a->logits_json, "write prompt ids, generated ids and logits to this JSON file");
@@ -222,7 +240,15 @@ nlcli::Register reg_generate(
           ->check(CLI::IsMember({"f16", "f32"}));
       sub.add_flag("-q,--quiet", a->quiet, "no summary line (load time, prompt and decode tokens/s) on stderr");
       return [a]() {
-        if (!a->prompt.empty() && !a->prompt_ids.empty()) nl::fail("generate", "give --prompt or --prompt-ids, not both");
+        if ((!a->prompt.empty()) + (!a->prompt_file.empty()) + (!a->prompt_ids.empty()) > 1)
+          nl::fail("generate", "give one of --prompt, --prompt-file and --prompt-ids");
+        if (!a->prompt_file.empty()) {
+          a->prompt = read_prompt_file(a->prompt_file);
+          if (a->prompt.empty() && !a->chat)
+            nl::fail(a->prompt_file, "the prompt file is empty", "give a prompt, or leave the option out to start from BOS");
+        }
+        if (!a->sampling->stop.empty() && a->print_ids)
+          nl::fail("generate", "--stop matches text, and --print-ids prints ids", "leave one of them out");
         if (a->chat && !a->prompt_ids.empty()) nl::fail("generate", "--chat needs --prompt text, not --prompt-ids");
         return run_generate(*a);
       };

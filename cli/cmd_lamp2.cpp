@@ -3,7 +3,7 @@
 //       a synthetic data set in the official format, with a README of each user's hidden preferences;
 //   nightlora lamp2-data  --questions Q.json --user ID [--retrieve k] --out train.jsonl
 //       one user's OPPU-style training examples (prompt/completion JSONL for `nightlora train --data`);
-//   nightlora lamp2-eval  --model M [--adapter A] --questions Q.json --outputs O.json [--user ID]
+//   nightlora lamp2-eval  --model M [--adapter A[:S] ...] --questions Q.json --outputs O.json [--user ID]
 //                         [--retrieve k] [--mode score|generate] [--json] [--predictions P.json]
 //       accuracy and macro-F1 (LaMP's definitions), per user and overall;
 //   nightlora lamp2-compare --a A.json --b B.json [--unit user|item] [--resamples R] [--seed S]
@@ -12,6 +12,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,7 +21,7 @@
 #include "nightlora/eval/lamp2_eval.h"
 #include "nightlora/eval/lamp2_synth.h"
 #include "nightlora/eval/metrics.h"
-#include "nightlora/host/adapter_io.h"
+#include "nightlora/host/adapter_spec.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/modelio/model.h"
@@ -101,7 +102,8 @@ nlcli::Register reg_data(
 // ---- lamp2-eval ----
 
 struct EvalArgs {
-  std::string model, adapter, questions, outputs, split = "auto", mode = "score", predictions, precision = "f32";
+  std::string model, questions, outputs, split = "auto", mode = "score", predictions, precision = "f32";
+  std::vector<std::string> adapters;
   nl::Lamp2EvalOptions opt;
   bool json = false;
 };
@@ -112,9 +114,15 @@ int run_eval(EvalArgs& a) {
   const nl::Lamp2Questions q = nl::load_lamp2_questions(a.questions, nl::parse_lamp2_split(a.split));
   const nl::Lamp2Outputs o = nl::load_lamp2_outputs(a.outputs);
   std::unique_ptr<nl::Model> model = nl::Model::load(a.model);
+  // Several adapters apply as one, their ranks stacked (adapter_spec.h).
   nl::LoraAdapter adapter;
-  if (!a.adapter.empty()) adapter = nl::load_adapter(a.adapter, *model);
-  const nl::Lamp2EvalResult r = nl::evaluate_lamp2(*model, a.adapter.empty() ? nullptr : &adapter, q, o, a.opt);
+  std::string adapter_names;
+  if (!a.adapters.empty()) {
+    std::vector<nl::AdapterSpec> specs;
+    for (const std::string& s : a.adapters) specs.push_back(nl::parse_adapter_spec(s)), adapter_names += " + " + s;
+    adapter = nl::stack_adapters(nl::load_scaled_adapters(specs, *model));
+  }
+  const nl::Lamp2EvalResult r = nl::evaluate_lamp2(*model, a.adapters.empty() ? nullptr : &adapter, q, o, a.opt);
   if (!a.predictions.empty()) nl::write_file_atomic(a.predictions, nl::lamp2_predictions_json(r, o.task) + "\n");
   if (a.json) {
     std::printf("%s\n", nl::lamp2_eval_json(r, /*with_items=*/true).c_str());
@@ -122,7 +130,7 @@ int run_eval(EvalArgs& a) {
   }
   const nl::GroupedMetrics& m = r.metrics;
   std::printf("LaMP-2 %s, retrieve %d, %s%s: %lld questions, %zu users\n", nl::lamp2_mode_name(r.mode), r.k_retrieved,
-              a.model.c_str(), a.adapter.empty() ? "" : (" + " + a.adapter).c_str(),
+              a.model.c_str(), adapter_names.c_str(),
               static_cast<long long>(m.overall.n), m.groups.size());
   std::printf("%-16s %6s %9s %9s %9s\n", "user", "n", "correct", "accuracy", "macro-F1");
   for (size_t k = 0; k < m.groups.size(); ++k)
@@ -137,11 +145,13 @@ int run_eval(EvalArgs& a) {
 }
 
 nlcli::Register reg_eval(
-    "lamp2-eval", "Evaluate a model (and optionally a LoRA adapter) on LaMP-2: accuracy and macro-F1 per user and overall",
+    "lamp2-eval", "Evaluate a model (and LoRA adapters) on LaMP-2: accuracy and macro-F1 per user and overall",
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<EvalArgs>();
       sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
-      sub.add_option("--adapter", a->adapter, "LoRA adapter: PEFT folder or llama.cpp LoRA GGUF");
+      sub.add_option("--adapter,--lora", a->adapters,
+                     "LoRA adapter to apply, PATH[:SCALE] (PEFT folder or llama.cpp LoRA GGUF; repeatable, the adapters "
+                     "add up)");
       sub.add_option("--questions", a->questions, "LaMP-2 questions JSON")->required();
       sub.add_option("--outputs", a->outputs, "LaMP-2 outputs (golds) JSON")->required();
       sub.add_option("--user", a->opt.user, "evaluate only this user's questions");

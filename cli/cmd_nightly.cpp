@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "command.h"
+#include "config_file.h"
 #include "nightlora/eval/nightly.h"
 #include "nightlora/eval/nightly_status.h"
 #include "nightlora/job/exit_codes.h"
@@ -31,6 +32,7 @@ std::string self_exe() {
 
 struct Args {
   nl::NightlyOptions opt;
+  std::string config;
   std::string status_out;
   bool status_json = false;
 };
@@ -38,7 +40,9 @@ struct Args {
 int run(const nl::NightlyOptions& opt) {
   for (const char* name : {"--model", "--user-data", "--out"}) {
     const std::string& v = std::string(name) == "--model" ? opt.model : std::string(name) == "--out" ? opt.out : opt.user_data;
-    if (v.empty()) nl::fail(std::string("nightly ") + name, "is required", "see `nightlora nightly --help`");
+    if (v.empty())
+      nl::fail(std::string("nightly ") + name, "is required",
+               "give it on the command line or as `" + std::string(name + 2) + " = \"...\"` in the --config file");
   }
   nl::NightlyOptions o = opt;
   o.exe = self_exe();
@@ -68,10 +72,7 @@ nlcli::Register reg_nightly(
     [](CLI::App& sub) -> nlcli::Run {
       auto a = std::make_shared<Args>();
       nl::NightlyOptions* o = &a->opt;
-      sub.footer(nl::exit_code::table() +
-                 "\nnightly: a night that reached its decision exits 0, whether it published or kept the current "
-                 "adapter (a diverged training included: decision.json says why); a failed run exits 1 and is retried "
-                 "by the next job, at most --max-attempts times.");
+      nlcli::add_config_option(sub, a->config);
       sub.add_option("-m,--model", o->model, "base model (GGUF file or Hugging Face folder)");
       sub.add_option("--user-data", o->user_data,
                      "the app's data: a folder of *.jsonl files (text, prompt/completion or messages lines) or one "
@@ -131,7 +132,16 @@ nlcli::Register reg_nightly(
       CLI::App* st = sub.add_subcommand("status", "Where a nightly job stands: current adapter, last decisions, next run, storage");
       st->add_option("out", a->status_out, "the job's folder (--out of `nightlora nightly`)")->required();
       st->add_flag("--json", a->status_json, "as JSON");
-      return [a, st]() { return st->parsed() ? status(a->status_out, a->status_json) : run(a->opt); };
+      sub.footer(nl::exit_code::table() +
+                 "\nnightly: a night that reached its decision exits 0, whether it published or kept the current "
+                 "adapter (a diverged training included: decision.json says why); a failed run exits 1 and is retried "
+                 "by the next job, at most --max-attempts times.\nEvery option may also be a key of the --config TOML "
+                 "file (same name, no dashes; train-args = [\"--window\", \"23:00-07:00\"] for the options after --).");
+      return [a, st, sub = &sub]() {
+        if (st->parsed()) return status(a->status_out, a->status_json);
+        if (!a->config.empty()) nlcli::apply_config_file(*sub, a->config);
+        return run(a->opt);
+      };
     });
 
 }  // namespace

@@ -14,6 +14,8 @@ APT_PACKAGES=(
   "libbenchmark-dev=1.7.1-1"
   "nlohmann-json3-dev=3.11.2-2"
   "libcli11-dev=2.1.2+ds-1"
+  # `train`/`nightly --config FILE` (cli/config_file.cpp): TOML, header-only (the static arm64 build links nothing more).
+  "libtoml11-dev=3.7.1-3"
   "libpcre2-dev=10.42-1+deb12u2"
   "python3-torch=1.13.1+dfsg-4"
   "python3-numpy=1:1.24.2-1+deb12u1"
@@ -36,6 +38,8 @@ APT_PACKAGES=(
   # libFuzzer targets (fuzz/, scripts/fuzz.sh): clang with its sanitizer and fuzzer runtimes.
   "clang-14=1:14.0.6-12"
   "libclang-rt-14-dev=1:14.0.6-12"
+  # `nightlora serve`: HTTP server library (llama.cpp's server uses the same one).
+  "libcpp-httplib-dev=0.11.4+ds-1+deb12u1"
   # Headless browser for the report test (tests/report): renders `nightlora report` pages.
   "chromium=156.0.8078.108-1~deb12u1"
 )
@@ -76,12 +80,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # npm packages used only by the tests as independent oracles (versions pinned in package-lock.json),
-# among them node-llama-cpp (real llama.cpp, as the prebuilt CPU binaries of
+# among them Hugging Face's Rust tokenizers (npm `tokenizers`, its prebuilt linux-x64 binding
+# inside the package) and node-llama-cpp (real llama.cpp, as the prebuilt CPU binaries of
 # @node-llama-cpp/linux-x64, a direct dependency). --omit=optional leaves out its other
 # prebuilt variants (CUDA, Vulkan, arm: ~650 MB). --ignore-scripts: its postinstall step would
 # build or download llama.cpp; the tests load only the prebuilt binary (tools/js/llama_greedy.mjs).
 # Also run when an older install lacks a package added since.
-if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/@node-llama-cpp/linux-x64 ]; }; then
+if [ -f tools/js/package.json ] && { [ ! -d tools/js/node_modules ] || [ ! -d tools/js/node_modules/@node-llama-cpp/linux-x64 ] ||
+                                    [ ! -d tools/js/node_modules/tokenizers ]; }; then
   (cd tools/js && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+# The official openai npm client (pinned in tools/js-serve/package-lock.json), which
+# tests/serve uses to drive `nightlora serve` as an app would. No install scripts run.
+if [ -f tools/js-serve/package.json ] && [ ! -d tools/js-serve/node_modules/openai ]; then
+  (cd tools/js-serve && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 echo "setup: done"

@@ -41,6 +41,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -541,6 +543,24 @@ void steal_int8_grad_work(const engine::PanelKernels& k, const engine::Int8Kerne
   }
 }
 
+// Runs `allocate` (buffers sized from the model or from `tokens`); running out of memory
+// there becomes an nl::Error that says which buffers and what to do, instead of a bare
+// std::bad_alloc ending the process.
+template <class F>
+void out_of_memory_is_an_error(const char* what, int64_t tokens, F&& allocate) {
+  try {
+    allocate();
+  } catch (const std::bad_alloc&) {
+    fail("cpu engine", std::string("out of memory allocating ") + what +
+                           (tokens > 0 ? " for " + std::to_string(tokens) + " tokens" : std::string()),
+         tokens > 0 ? "lower --batch or --seq-len, or free memory" : "use a smaller model or fewer --threads, or free memory");
+  } catch (const std::length_error&) {
+    fail("cpu engine", std::string("cannot allocate ") + what + (tokens > 0 ? " for " + std::to_string(tokens) + " tokens" : std::string()) +
+                           ": larger than this system can address",
+         "lower --batch or --seq-len");
+  }
+}
+
 class CpuEngine final : public FrozenEngine {
  public:
   CpuEngine(const Model& model, const EngineOptions& opt)
@@ -554,13 +574,15 @@ class CpuEngine final : public FrozenEngine {
     if (static_cast<int64_t>(model.weights.layers.size()) != n_layer_)
       fail(model.source_path, "model has " + std::to_string(model.weights.layers.size()) + " layers, config says " +
                                   std::to_string(n_layer_));
-    for (int64_t l = 0; l < n_layer_; ++l)
-      for (int p = 0; p < kNumProj; ++p) add(model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p)));
-    add(model.weights.output.present() ? model.weights.output : model.weights.tok_embd);
-    // Touched now (resize writes every element), so the first products do not fault pages in either.
-    scratch_.resize(static_cast<size_t>(pool_.size()));
-    for (WorkerScratch& ws : scratch_)
-      for (const ResidentMatrix& m : mats_) ws.reserve_for(kernels_, m);
+    out_of_memory_is_an_error("the weights' tiles and the workers' panels", 0, [&] {
+      for (int64_t l = 0; l < n_layer_; ++l)
+        for (int p = 0; p < kNumProj; ++p) add(model.weights.layers[static_cast<size_t>(l)].proj(static_cast<Proj>(p)));
+      add(model.weights.output.present() ? model.weights.output : model.weights.tok_embd);
+      // Touched now (resize writes every element), so the first products do not fault pages in either.
+      scratch_.resize(static_cast<size_t>(pool_.size()));
+      for (WorkerScratch& ws : scratch_)
+        for (const ResidentMatrix& m : mats_) ws.reserve_for(kernels_, m);
+    });
     dispatcher_ = std::thread([this] { dispatch_loop(); });
   }
 
@@ -587,6 +609,12 @@ class CpuEngine final : public FrozenEngine {
         engine::int8_beats_f32_when_requantizing(int8_))
       return {Precision::Int8};
     return {};
+  }
+
+  Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const override {
+    const ResidentMatrix& m = at(h);
+    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_native(m) && f32_matvec_runs(m)) return Precision::F32;
+    return p;
   }
 
   WeightHandle handle(int64_t layer, Proj p) const override {
@@ -632,15 +660,19 @@ class CpuEngine final : public FrozenEngine {
     const ResidentMatrix& m = at(h);
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
-    if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
-    if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block));
+    out_of_memory_is_an_error("the staging of the inputs", max_tokens, [&] {
+      if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
+      if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block));
+    });
   }
   void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
     const ResidentMatrix& m = at(h);
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
-    if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
-    if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
+    out_of_memory_is_an_error("the staging of the output gradients", max_tokens, [&] {
+      if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
+      if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
+    });
   }
 
   size_t resident_weight_bytes() const override {
@@ -764,7 +796,7 @@ class CpuEngine final : public FrozenEngine {
   void run_f32(Job::Kind kind, const ResidentMatrix& m, const float* in, int64_t T, float* out) {
     // A few tokens on tiles of whole row groups: the matrix-vector kernels, where the set
     // has one with the panel kernels' summation order (AVX2).
-    if (kind == Job::Forward && T <= kMatvecMaxTokens && matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0) {
+    if (kind == Job::Forward && T <= kMatvecMaxTokens && f32_matvec_runs(m)) {
       for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
         matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
       });
@@ -834,6 +866,11 @@ class CpuEngine final : public FrozenEngine {
       for (int64_t t = t0; t < t1; ++t)
         engine::guard_output_row(f16_, job.out + t * n_out, n_out, row_scale_[static_cast<size_t>(t)]);
     });
+  }
+
+  // Whether this set's f32 matrix-vector kernel takes m's few-token forward products.
+  bool f32_matvec_runs(const ResidentMatrix& m) const {
+    return matvec_.f32_tiles && m.tiled() && m.rows % kTileRows == 0;
   }
 
   void run_int8(const Job& job) {

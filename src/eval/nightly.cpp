@@ -24,6 +24,7 @@
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/exit_codes.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/job/folder_lock.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/util/error.h"
@@ -193,14 +194,6 @@ std::vector<ExampleLoss> losses_from_json(const json& per) {
   return v;
 }
 
-// Publishing never copies: the candidate's files are hard-linked into adapters/NNNN.
-void link_or_copy(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::remove(to, ec);
-  fs::create_hard_link(from, to, ec);
-  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
-}
-
 class NightlyRun {
  public:
   NightlyRun(const NightlyOptions& o, const NightlyLog& log) : o_(o), log_(log) {}
@@ -231,7 +224,7 @@ NightlyResult NightlyRun::interrupted(int sig, const std::string& where) {
 
 fs::path NightlyRun::pick_run(const json& settings) {
   const fs::path runs_dir = out_ / "runs";
-  fs::create_directories(runs_dir);
+  make_dirs(runs_dir.string());
   const std::vector<fs::path> runs = nightly_runs(out_);
   int last = runs.empty() ? 0 : std::stoi(runs.back().filename().string());
   if (!runs.empty() && !run_sealed(runs.back())) {
@@ -261,7 +254,7 @@ fs::path NightlyRun::pick_run(const json& settings) {
   if (last >= 9999) fail(runs_dir.string(), "holds 9999 runs already", "archive old runs");
   char buf[16];
   std::snprintf(buf, sizeof buf, "%04d", last + 1);
-  fs::create_directories(runs_dir / buf);
+  make_dirs((runs_dir / buf).string());
   return runs_dir / buf;
 }
 
@@ -367,7 +360,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
   if (!fs::exists(cand_dir / "adapter_config.json")) {
     Checkpoint ck;
     if (newest_checkpoint(train_dir, &ck)) {
-      fs::create_directories(cand_dir);
+      make_dirs(cand_dir.string());
       if (o_.gguf) save_adapter_gguf(ck.state.adapter, *model, (cand_dir / "adapter.gguf").string());
       save_adapter_peft(ck.state.adapter, *model, cand_dir.string());  // adapter_config.json last: the marker
     } else if (!diverged) {
@@ -422,10 +415,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
   res.candidate_loss = gd.candidate_loss;
   res.current_loss = gd.current_loss;
   if (gd.publish) {
-    const fs::path dest = out_ / "adapters" / run_.filename();
-    fs::create_directories(dest);
-    for (const auto& e : fs::directory_iterator(cand_dir)) link_or_copy(e.path(), dest / e.path().filename());
-    nightly_point_current(out_.string(), dest.string());
+    nightly_publish(out_.string(), run_.filename().string(), cand_dir.string());
     res.outcome = NightlyOutcome::Published;
   } else {
     res.outcome = NightlyOutcome::KeptCurrent;
@@ -504,8 +494,7 @@ NightlyResult NightlyRun::run() {
   const json settings = run_settings(o_, task->name());
 
   out_ = o_.out;
-  fs::create_directories(out_, ec);
-  if (ec) fail(o_.out, "cannot create the job folder: " + ec.message());
+  make_dirs(out_.string());
   // Inherited by the training child: a new job waits (a while) for an orphaned child to stop.
   FolderLock lock(out_.string(), "nightly job", 60.0, true);
   prune_job(out_, o_.keep_adapters);  // what a job killed while sealing left

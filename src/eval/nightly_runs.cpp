@@ -9,6 +9,7 @@
 
 #include "nightlora/eval/nightly.h"
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
@@ -20,10 +21,7 @@ namespace {
 bool is_run_name(const std::string& name) {
   return name.size() == 4 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
-void remove_quietly(const fs::path& p) {
-  std::error_code ec;
-  fs::remove_all(p, ec);
-}
+void remove_quietly(const fs::path& p) { remove_tree(p.string()); }
 // The adapter files `train` writes into its --out folder: the candidate is the copy kept.
 constexpr const char* kTrainAdapterFiles[] = {"adapter_model.safetensors", "adapter_config.json", "adapter.gguf"};
 constexpr const char* kRunDataFiles[] = {"train.jsonl", "heldout.jsonl", "heldout_questions.json", "heldout_outputs.json"};

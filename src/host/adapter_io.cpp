@@ -21,6 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/safetensors.h"
 #include "nightlora/util/error.h"
@@ -92,31 +94,6 @@ std::vector<float> convert_b(const Model& m, Proj p, const LoraPair& pr, int64_t
   // from_file: file -> model; else model -> file. The target layout decides the direction.
   bool to_adjacent = from_file ? mine : file_adjacent;
   return permute_rows(pr.B, heads, m.config.head_dim, rank, to_adjacent);
-}
-
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail(tmp, std::string("cannot create: ") + std::strerror(errno), "check that the folder is writable");
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (w < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      fail(tmp, std::string("write failed: ") + std::strerror(e));
-    }
-    off += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(tmp, std::string("cannot flush: ") + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    fail(path, std::string("cannot rename into place: ") + std::strerror(errno));
-  }
 }
 
 void check_adapter_fits(const LoraAdapter& a, const Model& m) {
@@ -322,9 +299,7 @@ LoraAdapter load_gguf_adapter(const std::string& path, const Model& m) {
 
 void save_adapter_peft(const LoraAdapter& a, const Model& m, const std::string& dir) {
   check_adapter_fits(a, m);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(dir, "cannot create the adapter folder: " + ec.message());
+  make_dirs(dir);  // durable, as the files written into it (job/file_ops.h)
   std::vector<SafetensorsOut> tensors;
   std::vector<std::string> targets;
   for (int p = 0; p < kNumProj; ++p) {
@@ -401,9 +376,8 @@ void save_adapter_gguf(const LoraAdapter& a, const Model& m, const std::string& 
       w.add_tensor_data(base + ".lora_b", QType::F32, {a.cfg.rank, pr.out}, keep.back().data());
     }
   if (!any) fail(path, "the adapter has no enabled projection to save");
-  std::error_code ec;
   fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (!parent.empty()) make_dirs(parent.string());
   w.write(path);
 }
 

@@ -114,7 +114,16 @@ struct TrainStep::Impl : StepBuffers {
     const StepDims dims{T, rank, opt.loss_chunk};
     arena.reset();
     arena_floats = lay_out_step_buffers(cfg, dims, kept, *this, nullptr);
-    arena.reset(new (std::align_val_t(64)) float[static_cast<size_t>(arena_floats)]());
+    try {
+      arena.reset(new (std::align_val_t(64)) float[static_cast<size_t>(arena_floats)]());
+    } catch (const std::bad_alloc&) {
+      // The one large allocation of training: say how large and what makes it smaller.
+      fail("training step",
+           "out of memory: cannot allocate the step's buffers, " +
+               std::to_string(static_cast<double>(arena_floats) * sizeof(float) / (1024.0 * 1024.0)) + " MiB for " +
+               std::to_string(T) + " tokens per batch with " + std::to_string(kept) + " kept blocks",
+           "lower --batch or --seq-len, or give --max-memory a smaller budget (more blocks recomputed)");
+    }
     lay_out_step_buffers(cfg, dims, kept, *this, arena.get());
     if (T > rope.max_pos) rope.build(cfg, std::max<int64_t>(T, 64));  // no position exceeds T
     const int64_t C = std::min(opt.loss_chunk, T);

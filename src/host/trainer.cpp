@@ -34,7 +34,8 @@ struct Trainer::Impl {
   const Dataset* valid;
   TrainConfig cfg;
   LoraAdapter adapter;
-  std::unique_ptr<FrozenEngine> engine;
+  std::unique_ptr<FrozenEngine> own_engine;
+  FrozenEngine* engine = nullptr;  // own_engine, or the borrowed cfg.shared_engine
   std::unique_ptr<TrainStep> step;
   DataOrder order;
   std::vector<Batch> val_batches;
@@ -63,19 +64,28 @@ struct Trainer::Impl {
     mr.budget_rule = c.max_memory_rule;
     mr.keep_blocks = c.keep_blocks;
     memory = plan_step_memory(model, mr);
-    EngineOptions eo;
-    eo.threads = cfg.threads;
-    eo.backend = cfg.engine;
-    engine = make_engine(model, eo);
+    if (cfg.shared_engine) {
+      engine = cfg.shared_engine;
+    } else {
+      EngineOptions eo;
+      eo.threads = cfg.threads;
+      eo.backend = cfg.engine;
+      own_engine = make_engine(model, eo);
+      engine = own_engine.get();
+    }
     StepOptions so;
     so.threads = cfg.threads;
     so.host_threads = cfg.host_threads;
     so.memory = &memory;
     precision = PrecisionPlan::uniform(model.config.n_layer, Precision::F32);
     so.precision = &precision;
+    const EngineTurns::Turn construct_turn = turn();
     step = std::make_unique<TrainStep>(model, *engine, so);
     if (valid) val_batches = batches_in_order(*valid, cfg.batch);
   }
+
+  // A turn on a shared engine (none needed on the trainer's own).
+  EngineTurns::Turn turn() { return cfg.turns ? cfg.turns->train() : EngineTurns::Turn(); }
 };
 
 Trainer::Trainer(const Model& model, const Dataset& train, const Dataset* valid, const TrainConfig& cfg,
@@ -106,6 +116,7 @@ ValReport Trainer::validate(const LoraAdapter& adapter, int64_t step) {
   if (!impl_->valid) fail("validation", "no validation set was given");
   double sum = 0;
   int64_t n = 0;
+  const EngineTurns::Turn turn = impl_->turn();
   for (const Batch& b : impl_->val_batches) {
     StepResult r = impl_->step->forward_only(b, adapter);
     sum += r.loss_sum;
@@ -206,6 +217,7 @@ CalibrationResult Trainer::calibrate_precision(const CalibrationOptions& opt, in
   const Batch batch = calibration_batch(I.train.examples, idx, max_tokens);
   CalibrationOptions o = opt;
   o.threads = I.cfg.threads;
+  const EngineTurns::Turn turn = I.turn();
   return nl::calibrate_precision(I.model, *I.engine, batch, I.adapter, o);
 }
 
@@ -276,6 +288,8 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     return !I.diverged;
   };
   for (int64_t s = first; s < total_; ++s) {
+    // On a shared engine the step waits here for requests being served (not counted in its time).
+    EngineTurns::Turn turn = I.turn();
     const auto t0 = clock::now();
     const StepTiming timing_before = I.step->total_timing();
     double optimizer_s = 0;
@@ -361,6 +375,7 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     rep.eta_s = session_s / static_cast<double>(std::max<int64_t>(1, s + 1 - first)) *
                 static_cast<double>(total_ - s - 1);
     rep.epoch = I.order.epoch_of(pos - 1);
+    turn.release();
     if (on_step) on_step(rep);
     if (!rollback.empty()) {
       if (!roll_back(s + 1, rollback)) break;

@@ -157,9 +157,15 @@ struct Decoder::Impl {
     lora_up_add(br, z.data(), T, out, pool);
   }
 
+  // The mode of a product of T tokens on h (DecoderOptions::few_token_f32).
+  Precision mode_for(WeightHandle h, int64_t T) const {
+    return opt.few_token_f32 ? engine.mode_for_tokens(h, T, opt.precision) : opt.precision;
+  }
+
   // Submits out = in·Wᵀ for projection p of layer l (the engine runs it; wait before use).
   EngineTicket submit(int64_t l, Proj p, const float* in, int64_t T, float* out) {
-    return engine.submit_forward(engine.handle(l, p), in, T, out, opt.precision);
+    const WeightHandle h = engine.handle(l, p);
+    return engine.submit_forward(h, in, T, out, mode_for(h, T));
   }
 
   // Tokens [0, T) of the block at positions n_past .. n_past + T - 1: through every layer.
@@ -274,7 +280,8 @@ struct Decoder::Impl {
       rmsnorm_forward(x.data() + first * d, out_norm.data(), n - first, d, c.rms_eps, logits_in.data(), rstd.data(),
                       pool);
       float* out = logits.data() + (all_logits ? t0 + first : 0) * c.vocab;
-      engine.forward(engine.output_handle(), logits_in.data(), n - first, out, opt.precision);
+      const WeightHandle head = engine.output_handle();
+      engine.forward(head, logits_in.data(), n - first, out, mode_for(head, n - first));
     }
     return logits;
   }

@@ -11,13 +11,21 @@ namespace nl {
 GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<int32_t>& prompt,
                         const GenerateOptions& opt, const OnToken& on_token) {
   if (prompt.empty()) fail("generate", "the prompt has no tokens", "give a prompt, or a model with a BOS token");
+  decoder.reset();
+  sampler.clear_history();
+  sampler.accept(prompt);
+  return generate_continued(decoder, sampler, prompt, opt, on_token);
+}
+
+GenerateResult generate_continued(Decoder& decoder, Sampler& sampler, std::span<const int32_t> new_tokens,
+                                  const GenerateOptions& opt, const OnToken& on_token) {
+  if (new_tokens.empty()) fail("generate", "no new tokens to feed", "give a prompt, or a model with a BOS token");
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  decoder.reset();
   GenerateResult res;
   const Clock::time_point t_prompt = Clock::now();
-  std::vector<float> logits = decoder.forward(prompt);
-  res.prompt_tokens = static_cast<int64_t>(prompt.size());
+  std::vector<float> logits = decoder.forward(new_tokens);
+  res.prompt_tokens = static_cast<int64_t>(new_tokens.size());
   res.prompt_s = seconds_since(t_prompt);
   const Clock::time_point t_decode = Clock::now();
   for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
@@ -30,6 +38,7 @@ GenerateResult generate(Decoder& decoder, Sampler& sampler, const std::vector<in
       break;
     }
     res.ids.push_back(id);
+    sampler.accept(id);
     if (on_token && !on_token(id, logits)) break;
     if (i + 1 == opt.max_new_tokens) break;  // no forward for a token nobody will sample after
     if (decoder.n_past() >= decoder.max_context()) break;
@@ -71,8 +80,32 @@ size_t unstable_tail(const std::string& s) {
 
 }  // namespace
 
-TextStream::TextStream(const Tokenizer& tok, std::vector<int32_t> prompt)
-    : tok_(tok), prompt_(std::move(prompt)), prompt_text_(tok.decode(prompt_, /*skip_special=*/true)) {}
+size_t find_stop_string(const std::string& text, const std::vector<std::string>& stop_strings, size_t from) {
+  size_t best = std::string::npos;
+  for (const std::string& stop : stop_strings) {
+    if (stop.empty()) continue;
+    const size_t at = text.find(stop, from);
+    if (at < best) best = at;
+  }
+  return best;
+}
+
+size_t partial_stop_suffix(const std::string& text, const std::vector<std::string>& stop_strings) {
+  size_t longest = 0;
+  for (const std::string& stop : stop_strings)
+    for (size_t n = std::min(stop.size() - (stop.empty() ? 0 : 1), text.size()); n > longest; --n)
+      if (text.compare(text.size() - n, n, stop, 0, n) == 0) {
+        longest = n;
+        break;
+      }
+  return longest;
+}
+
+TextStream::TextStream(const Tokenizer& tok, std::vector<int32_t> prompt, std::vector<std::string> stop_strings)
+    : tok_(tok),
+      prompt_(std::move(prompt)),
+      stop_strings_(std::move(stop_strings)),
+      prompt_text_(tok.decode(prompt_, /*skip_special=*/true)) {}
 
 std::string TextStream::generated_text() const {
   std::vector<int32_t> all = prompt_;
@@ -84,22 +117,34 @@ std::string TextStream::generated_text() const {
   return tok_.decode(generated_, /*skip_special=*/true);
 }
 
-std::string TextStream::push(int32_t id) {
-  generated_.push_back(id);
-  const std::string text = generated_text();
-  const size_t stable = text.size() - unstable_tail(text);
-  if (stable <= emitted_) return {};
-  std::string out = text.substr(emitted_, stable - emitted_);
-  emitted_ = stable;
+std::string TextStream::release_up_to(const std::string& text, size_t end) {
+  if (end <= emitted_) return {};
+  std::string out = text.substr(emitted_, end - emitted_);
+  emitted_ = end;
+  released_ += out;
   return out;
 }
 
-std::string TextStream::finish() {
+std::string TextStream::push(int32_t id) {
+  if (stopped_) return {};
+  generated_.push_back(id);
   const std::string text = generated_text();
-  if (text.size() <= emitted_) return {};
-  std::string out = text.substr(emitted_);
-  emitted_ = text.size();
-  return out;
+  // Released text never holds the start of a stop string, so a match starts at or after
+  // emitted_ (the clamp guards a decoding that shortened the text).
+  const size_t stop = find_stop_string(text, stop_strings_, std::min(emitted_, text.size()));
+  if (stop != std::string::npos) {
+    stopped_ = true;
+    return release_up_to(text, stop);
+  }
+  size_t stable = text.size() - unstable_tail(text);
+  stable -= partial_stop_suffix(text.substr(0, stable), stop_strings_);
+  return release_up_to(text, stable);
+}
+
+std::string TextStream::finish() {
+  if (stopped_) return {};
+  const std::string text = generated_text();
+  return release_up_to(text, text.size());
 }
 
 }  // namespace nl

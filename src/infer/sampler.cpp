@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <unordered_set>
 
 #include "nightlora/util/error.h"
 
@@ -11,6 +13,12 @@ namespace nl {
 Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
   if (std::isnan(opt.temperature)) fail("sampler", "temperature is NaN");
   if (!(opt.top_p > 0)) fail("sampler", "top-p must be in (0, 1]", "use e.g. --top-p 0.95, or 1 to disable it");
+  if (!(opt.min_p >= 0 && opt.min_p <= 1)) fail("sampler", "min-p must be in [0, 1]", "use e.g. --min-p 0.05, or 0 to disable it");
+  if (!(opt.repeat_penalty > 0) || std::isinf(opt.repeat_penalty))
+    fail("sampler", "the repetition penalty must be a positive number", "use e.g. --repeat-penalty 1.1, or 1 to disable it");
+  if (opt.repeat_last_n < -1)
+    fail("sampler", "repeat-last-n must be -1 (the whole context), 0 (off) or a window length",
+         "use e.g. --repeat-last-n 64");
 }
 
 int32_t Sampler::argmax(std::span<const float> logits) {
@@ -21,7 +29,36 @@ int32_t Sampler::argmax(std::span<const float> logits) {
   return best;
 }
 
-std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float> logits) const {
+void Sampler::accept(int32_t id) {
+  if (!penalty_on()) return;
+  history_.push_back(id);
+  if (opt_.repeat_last_n > 0 && history_.size() > static_cast<size_t>(opt_.repeat_last_n)) history_.pop_front();
+}
+
+void Sampler::accept(std::span<const int32_t> ids) {
+  for (int32_t id : ids) accept(id);
+}
+
+void Sampler::clear_history() { history_.clear(); }
+
+std::vector<float> Sampler::penalized(std::span<const float> logits) const {
+  std::vector<float> out(logits.begin(), logits.end());
+  if (!penalty_on()) return out;
+  // Each distinct token once, as llama.cpp and Hugging Face do (a token seen five times is
+  // penalised as much as one seen once: that is what frequency penalties are for).
+  std::unordered_set<int32_t> seen;
+  for (int32_t id : history_) {
+    if (id < 0 || static_cast<size_t>(id) >= out.size() || !seen.insert(id).second) continue;
+    float& l = out[static_cast<size_t>(id)];
+    l = l > 0 ? l / opt_.repeat_penalty : l * opt_.repeat_penalty;
+  }
+  return out;
+}
+
+std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float> raw_logits) const {
+  std::vector<float> penalised;
+  std::span<const float> logits = raw_logits;
+  if (penalty_on()) logits = penalised = penalized(raw_logits);
   if (opt_.temperature <= 0) return {{argmax(logits), 1.0f}};
   const int32_t n = static_cast<int32_t>(logits.size());
   std::vector<int32_t> order(static_cast<size_t>(n));
@@ -52,6 +89,10 @@ std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float
       }
     }
   }
+  // Min-p: a token stays when its probability is at least min_p times the top one's (p[0],
+  // the most likely; the ratio needs no normalisation).
+  if (opt_.min_p > 0)
+    while (cut > 1 && p[cut - 1] < static_cast<double>(opt_.min_p) * p[0]) --cut;
   while (cut > 1 && p[cut - 1] == 0) --cut;  // tokens that cannot be drawn (e.g. -inf logits)
   double kept = 0;
   for (size_t i = 0; i < cut; ++i) kept += p[i];
@@ -61,7 +102,7 @@ std::vector<std::pair<int32_t, float>> Sampler::candidates(std::span<const float
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
-  if (opt_.temperature <= 0) return argmax(logits);
+  if (opt_.temperature <= 0) return penalty_on() ? argmax(penalized(logits)) : argmax(logits);
   const auto cand = candidates(logits);
   // 53 random bits -> a double in [0, 1), identical on every platform for a given seed.
   const double r = static_cast<double>(rng_() >> 11) * 0x1.0p-53;

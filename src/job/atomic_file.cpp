@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
@@ -75,42 +76,38 @@ std::string make_footer(std::string_view payload) {
   return f;
 }
 
-// Closes an fd on scope exit unless released; removes the temp file unless committed.
+// Closes the descriptor on scope exit unless released; removes the temp file unless committed.
 struct TempFile {
   std::string path;
   int fd = -1;
   bool committed = false;
   ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed) ::unlink(path.c_str());
+    if (fd >= 0) file_ops().close(fd);
+    if (!committed) file_ops().unlink(path);
   }
 };
 
 void write_all(TempFile& t, const char* data, size_t n) {
   size_t off = 0;
   while (off < n) {
-    ssize_t w = ::write(t.fd, data + off, n - off);
+    ssize_t w = file_ops().write(t.fd, data + off, n - off);
     if (w < 0) {
       if (errno == EINTR) continue;
       fail_errno(t.path, "write failed after " + std::to_string(off) + " of " + std::to_string(n) + " bytes", errno);
     }
+    if (w == 0) fail(t.path, "write made no progress after " + std::to_string(off) + " of " + std::to_string(n) + " bytes");
     off += static_cast<size_t>(w);  // a short write (e.g. the disk just filled) is retried; the retry reports why
   }
 }
 
-// Makes the rename durable: without this a power cut can bring back the old directory entry.
-void fsync_dir(const fs::path& dir) {
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;  // some file systems do not allow opening folders; the rename is done
-  ::fsync(dfd);         // an error here cannot be acted on: the file is already in place
-  ::close(dfd);
-}
-
+// The order is what makes the file survive a power cut: the data is fsync'd before the rename
+// (else the new name may come back holding nothing), and the folder after it (else the old
+// name may come back). Only then is the file promised to the caller.
 void write_pieces_atomic(const std::string& path, std::string_view a, std::string_view b) {
   fs::path target(path);
   TempFile t;
   t.path = path + ".tmp";
-  t.fd = ::open(t.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  t.fd = file_ops().create(t.path);
   if (t.fd < 0) {
     int err = errno;
     t.committed = true;  // nothing was created, nothing to remove
@@ -119,13 +116,18 @@ void write_pieces_atomic(const std::string& path, std::string_view a, std::strin
   write_all(t, a.data(), a.size());
   write_all(t, b.data(), b.size());
   // Delayed allocation (ext4, btrfs, NFS) may only report a full disk here.
-  if (::fsync(t.fd) != 0) fail_errno(t.path, "cannot flush to disk", errno);
+  if (file_ops().fsync(t.fd) != 0) fail_errno(t.path, "cannot flush to disk", errno);
   int fd = t.fd;
   t.fd = -1;
-  if (::close(fd) != 0) fail_errno(t.path, "cannot close", errno);
-  if (std::rename(t.path.c_str(), path.c_str()) != 0) fail_errno(path, "cannot rename the temporary file into place", errno);
+  if (file_ops().close(fd) != 0) fail_errno(t.path, "cannot close", errno);
+  if (file_ops().rename(t.path, path) != 0) fail_errno(path, "cannot rename the temporary file into place", errno);
   t.committed = true;
-  fsync_dir(target.parent_path());
+  const std::string dir = target.parent_path().empty() ? "." : target.parent_path().string();
+  if (file_ops().sync_dir(dir) != 0)
+    fail(dir, "the new " + target.filename().string() + " is in place, but the folder cannot be flushed to disk: " +
+                  std::strerror(errno),
+         "check the disk (dmesg); a power cut may bring back the previous file");
+  file_ops().promised(path);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
@@ -34,14 +35,13 @@ std::string CheckpointStore::file_name(int64_t step) {
 
 CheckpointStore::CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
   if (keep_ < 1) fail("--keep-checkpoints", "must be at least 1");
+  make_dirs(dir_);  // durable: a checkpoint promised inside must not vanish with its folder
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) fail(dir_, "cannot create the checkpoint folder: " + ec.message(), "choose a writable output folder");
   // A write killed half-way leaves "<name>.tmp"; the checkpoint itself was never replaced.
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     std::string n = it->path().filename().string();
     if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 && step_of(n.substr(0, n.size() - 4)) >= 0)
-      fs::remove(it->path(), ec);
+      file_ops().unlink(it->path().string());
   }
 }
 
@@ -61,10 +61,9 @@ std::string CheckpointStore::save(int64_t step, std::string_view payload) {
   std::string path = (fs::path(dir_) / file_name(step)).string();
   write_file_checked(path, payload);
   auto all = list();
-  if (static_cast<int>(all.size()) > keep_) {
-    std::error_code ec;
-    for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove(all[i].path, ec);
-  }
+  // Unsynced removals: one lost to a power cut only brings back an older checkpoint.
+  if (static_cast<int>(all.size()) > keep_)
+    for (size_t i = 0; i + keep_ < all.size(); ++i) file_ops().unlink(all[i].path);
   return path;
 }
 

@@ -13,6 +13,7 @@
 #include <limits>
 #include <sstream>
 
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
@@ -398,11 +399,11 @@ namespace {
 class OutFile {
  public:
   explicit OutFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = file_ops().create(path_);
     if (fd_ < 0) fail(path_, std::string("cannot create: ") + std::strerror(errno));
   }
   ~OutFile() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0) file_ops().close(fd_);
   }
   void write(const void* p, size_t n) {
     // Tensor data goes straight to the file: copying a whole tensor into the buffer would
@@ -434,25 +435,16 @@ class OutFile {
   }
   void sync_close() {
     flush();
-    if (::fsync(fd_) != 0) fail(path_, std::string("fsync failed: ") + std::strerror(errno));
-    if (::close(fd_) != 0) fail(path_, std::string("close failed: ") + std::strerror(errno));
+    if (file_ops().fsync(fd_) != 0) fail(path_, std::string("fsync failed: ") + std::strerror(errno), "is the disk full?");
+    const int rc = file_ops().close(fd_);
     fd_ = -1;
+    if (rc != 0) fail(path_, std::string("close failed: ") + std::strerror(errno));
   }
 
  private:
   static constexpr size_t kBufferBytes = size_t{1} << 22;
 
-  void write_all(const uint8_t* p, size_t n) {
-    size_t off = 0;
-    while (off < n) {
-      ssize_t w = ::write(fd_, p + off, n - off);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        fail(path_, std::string("write failed: ") + std::strerror(errno), "is the disk full?");
-      }
-      off += static_cast<size_t>(w);
-    }
-  }
+  void write_all(const uint8_t* p, size_t n) { write_all_or_throw(fd_, path_, p, n); }
 
   std::string path_;
   int fd_ = -1;
@@ -531,14 +523,18 @@ void GgufWriter::write(const std::string& path) const {
     }
     o.sync_close();
   } catch (...) {
-    ::unlink(tmp.c_str());
+    file_ops().unlink(tmp);
     throw;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  // As every file that must survive (job/file_ops.h): renamed only once its data is on disk,
+  // then the folder synced so the new name survives a power cut, then promised.
+  if (file_ops().rename(tmp, path) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
+    file_ops().unlink(tmp);
     fail(path, std::string("cannot rename the finished file into place: ") + std::strerror(e));
   }
+  sync_dir_or_throw(parent_folder(path));
+  file_ops().promised(path);
 }
 
 }  // namespace nl

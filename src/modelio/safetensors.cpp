@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
 #include "nightlora/util/json_read.h"
@@ -203,19 +204,6 @@ SafetensorsOut SafetensorsOut::from_f32(std::string name, std::vector<int64_t> s
 
 namespace {
 
-void write_all(int fd, const std::string& path, const void* p, size_t n) {
-  const uint8_t* b = static_cast<const uint8_t*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, b, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(path, std::string("write failed: ") + std::strerror(errno), "is the disk full?");
-    }
-    b += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsOut>& tensors,
@@ -254,30 +242,34 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsOut
   // Pad with spaces so the data buffer starts 8-byte aligned, as the reference writer does.
   while ((8 + text.size()) % 8) text.push_back(' ');
 
+  // Through nl::file_ops() (job/file_ops.h), in the order that survives a power cut: data
+  // fsync'd, renamed into place, the folder fsync'd, then promised.
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = file_ops().create(tmp);
   if (fd < 0) fail(tmp, std::string("cannot create: ") + std::strerror(errno), "check that the folder exists and is writable");
   try {
     uint8_t len[8];
     uint64_t n = text.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    write_all(fd, tmp, len, 8);
-    write_all(fd, tmp, text.data(), text.size());
-    for (const auto& t : tensors) write_all(fd, tmp, t.bytes.data(), t.bytes.size());
-    if (::fsync(fd) != 0) fail(tmp, std::string("fsync failed: ") + std::strerror(errno));
-    int rc = ::close(fd);
+    write_all_or_throw(fd, tmp, len, 8);
+    write_all_or_throw(fd, tmp, text.data(), text.size());
+    for (const auto& t : tensors) write_all_or_throw(fd, tmp, t.bytes.data(), t.bytes.size());
+    if (file_ops().fsync(fd) != 0) fail(tmp, std::string("fsync failed: ") + std::strerror(errno), "is the disk full?");
+    int rc = file_ops().close(fd);
     fd = -1;
     if (rc != 0) fail(tmp, std::string("close failed: ") + std::strerror(errno));
   } catch (...) {
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
+    if (fd >= 0) file_ops().close(fd);
+    file_ops().unlink(tmp);
     throw;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (file_ops().rename(tmp, path) != 0) {
     int e = errno;
-    ::unlink(tmp.c_str());
+    file_ops().unlink(tmp);
     fail(path, std::string("cannot rename the finished file into place: ") + std::strerror(e));
   }
+  sync_dir_or_throw(parent_folder(path));
+  file_ops().promised(path);
 }
 
 }  // namespace nl

@@ -3,11 +3,11 @@
 
 namespace nl {
 
-AddedTokenMatcher::AddedTokenMatcher(const std::vector<const AddedToken*>& tokens) : nodes_(1) {
-  for (const AddedToken* t : tokens) {
-    if (t->content.empty()) continue;
+AddedTokenMatcher::AddedTokenMatcher(const std::vector<Pattern>& patterns) : nodes_(1) {
+  for (const auto& [pattern, t] : patterns) {
+    if (pattern.empty()) continue;
     uint32_t at = 0;
-    for (unsigned char b : t->content) {
+    for (unsigned char b : pattern) {
       uint32_t next = 0;
       for (const auto& [byte, child] : nodes_[at].children)
         if (byte == b) next = child;
@@ -22,18 +22,20 @@ AddedTokenMatcher::AddedTokenMatcher(const std::vector<const AddedToken*>& token
   }
 }
 
-const AddedToken* AddedTokenMatcher::match(std::string_view text, bool special_too) const {
-  const AddedToken* longest = nullptr;
+AddedTokenMatcher::Match AddedTokenMatcher::match(std::string_view text, bool special_too) const {
+  Match longest;
   uint32_t at = 0;
+  size_t depth = 0;
   for (unsigned char b : text) {
     uint32_t next = 0;
     for (const auto& [byte, child] : nodes_[at].children)
       if (byte == b) next = child;
     if (next == 0) break;
     at = next;
+    ++depth;
     for (const AddedToken* t : nodes_[at].ends)
       if (special_too || !t->special) {
-        longest = t;
+        longest = {t, depth};
         break;
       }
   }

@@ -2,8 +2,14 @@
 // the text: the longest one that starts there, the first in the tokenizer's order among
 // equals. A byte trie, so the cost per position is the length of the longest token, not the
 // number of tokens (Llama 3 has 256 added tokens, and the pipeline asks at every byte).
+//
+// What is matched is a token's pattern: its content, or, for a token marked "normalized":
+// true, its content passed through the tokenizer's normalizer (Hugging Face tokenizers
+// matches those in the normalized text by their normalized form: with SentencePiece's
+// "prepend ▁" normalizer, TinyStories' <unk> is found as "▁<unk>", space included).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -14,16 +20,25 @@ namespace nl {
 
 class AddedTokenMatcher {
  public:
-  // `tokens` must outlive the matcher; empty contents are ignored.
-  explicit AddedTokenMatcher(const std::vector<const AddedToken*>& tokens);
+  // A token and the text it is found by (empty patterns are ignored). Tokens must outlive
+  // the matcher.
+  struct Pattern {
+    std::string text;
+    const AddedToken* token;
+  };
+  explicit AddedTokenMatcher(const std::vector<Pattern>& patterns);
 
-  // The longest token that `text` starts with (special ones only when `special_too`), or null.
-  const AddedToken* match(std::string_view text, bool special_too) const;
+  struct Match {
+    const AddedToken* token = nullptr;  // null: none
+    size_t length = 0;                  // bytes of the text the pattern covers
+  };
+  // The longest pattern that `text` starts with (special tokens only when `special_too`).
+  Match match(std::string_view text, bool special_too) const;
 
  private:
   struct Node {
     std::vector<std::pair<unsigned char, uint32_t>> children;  // byte -> node index
-    std::vector<const AddedToken*> ends;                       // tokens ending here, in order
+    std::vector<const AddedToken*> ends;                       // tokens whose pattern ends here, in order
   };
   std::vector<Node> nodes_;  // [0] is the root
 };

@@ -2,7 +2,8 @@
 //   1. split out added tokens matched in the raw text (special tokens, unless parse_special
 //      is off), absorbing whitespace where a token says lstrip/rstrip;
 //   2. normalize each remaining piece (NFC; or SentencePiece's "prepend ▁, spaces -> ▁"),
-//      then split out added tokens that are matched in normalized text;
+//      then split out added tokens that are matched in normalized text (by their own
+//      normalized content: "▁<unk>" for <unk> under "prepend ▁");
 //   3. pre-tokenize (byte-level: the split regex, then bytes -> visible characters;
 //      SentencePiece-style: the whole piece is one word);
 //   4. BPE-merge each word; characters missing from the vocabulary become <0xXX> byte
@@ -107,10 +108,17 @@ class PipelineTokenizer final : public Tokenizer {
       std::snprintf(name, sizeof name, "<0x%02X>", b);
       byte_ids_[size_t(b)] = id_of(name);
     }
-    std::vector<const AddedToken*> raw, normalized;
+    // Tokens marked "normalized" are found in the normalized text by their normalized
+    // content, as Hugging Face tokenizers does (added_token_matcher.h).
+    std::vector<AddedTokenMatcher::Pattern> raw, normalized;
     for (const AddedToken& t : s_.added) {
       if (t.content.empty()) continue;
-      (t.normalized ? normalized : raw).push_back(&t);
+      if (t.normalized) {
+        normalized.push_back({normalize(t.content), &t});
+        normalized_added_text_[t.id] = normalized.back().text;
+      } else {
+        raw.push_back({t.content, &t});
+      }
       added_by_id_[t.id] = &t;
     }
     raw_added_ = std::make_unique<AddedTokenMatcher>(raw);
@@ -148,8 +156,15 @@ class PipelineTokenizer final : public Tokenizer {
              "ids must be in [0, " + std::to_string(s_.tokens.size()) + ")");
       if (skip_special && is_special(id)) continue;
       auto added = added_by_id_.find(id);
-      if (added != added_by_id_.end()) { out += added->second->content; continue; }
-      const std::string& t = s_.tokens[size_t(id)];
+      // An added token is its content, except one marked "normalized" in a SentencePiece-style
+      // tokenizer: it stands for its normalized form ("▁<unk>", the space it took when
+      // encoding), which goes through the decoder like any token, as in Hugging Face
+      // tokenizers ("he <unk>" from "▁", "he", <unk>).
+      if (added != added_by_id_.end() && !(added->second->normalized && s_.kind != TokenizerKind::ByteLevelBpe)) {
+        out += added->second->content;
+        continue;
+      }
+      const std::string& t = added != added_by_id_.end() ? normalized_added_text_.at(id) : s_.tokens[size_t(id)];
       if (s_.kind == TokenizerKind::ByteLevelBpe) {
         out += byte_level::decode(t);
       } else if (int byte = byte_token_value(t); s_.types[size_t(id)] == kTokByte && byte >= 0) {
@@ -195,14 +210,14 @@ class PipelineTokenizer final : public Tokenizer {
     std::vector<Segment> segs;
     size_t gap = 0;
     for (size_t i = 0; i < text.size();) {
-      const AddedToken* hit = tokens.match(text.substr(i), parse_special);
-      if (!hit) { ++i; continue; }
+      const AddedTokenMatcher::Match hit = tokens.match(text.substr(i), parse_special);
+      if (!hit.token) { ++i; continue; }
       std::string_view before = text.substr(gap, i - gap);
-      if (hit->lstrip) before.remove_suffix(trailing_ws(before));
+      if (hit.token->lstrip) before.remove_suffix(trailing_ws(before));
       segs.push_back({before, nullptr});
-      segs.push_back({hit->content, hit});
-      i += hit->content.size();
-      if (hit->rstrip) i += leading_ws(text.substr(i));
+      segs.push_back({hit.token->content, hit.token});
+      i += hit.length;
+      if (hit.token->rstrip) i += leading_ws(text.substr(i));
       gap = i;
     }
     segs.push_back({text.substr(gap), nullptr});
@@ -258,6 +273,7 @@ class PipelineTokenizer final : public Tokenizer {
   std::array<int32_t, 256> byte_ids_{};
   std::unique_ptr<AddedTokenMatcher> raw_added_, normalized_added_;  // point into s_.added
   std::unordered_map<int32_t, const AddedToken*> added_by_id_;
+  std::unordered_map<int32_t, std::string> normalized_added_text_;  // id -> normalized content
   std::unique_ptr<SplitRegex> regex_;
   std::unique_ptr<BpeMerger> merger_;
 };

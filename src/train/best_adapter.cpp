@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "nightlora/host/adapter_io.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/util/error.h"
 
@@ -70,7 +71,7 @@ void BestAdapter::remove_all_but(int64_t keep) const {
   if (!fs::is_directory(dir_, ec)) return;
   const std::string kept = keep >= 0 ? fs::path(folder(keep)).filename().string() : "";
   for (const auto& e : fs::directory_iterator(dir_, ec))
-    if (e.path().filename().string() != kept) fs::remove_all(e.path(), ec);
+    if (e.path().filename().string() != kept) remove_tree(e.path().string());
 }
 
 }  // namespace nl

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
@@ -79,9 +80,7 @@ std::optional<PrecisionPlan> load_cached_plan(const std::string& dir, const nloh
 std::string store_cached_plan(const std::string& dir, const nlohmann::json& key, const PrecisionPlan& plan) {
   const fs::path path = entry_path(dir, key);
   try {
-    std::error_code ec;
-    fs::create_directories(path.parent_path(), ec);
-    if (ec) return "cannot create " + path.parent_path().string() + ": " + ec.message();
+    make_dirs(path.parent_path().string());
     write_file_atomic(path.string(), nlohmann::json{{"key", key}, {"plan", plan.to_json()}}.dump(1) + "\n");
     return "";
   } catch (const std::exception& e) {

@@ -158,8 +158,13 @@ PrecisionPlan setup_precision(Trainer& trainer, const TrainingJobOptions& o, con
     out.line("precision: plan read from " + o.precision);
   }
   trainer.set_precision(plan);
+  // The per-layer table only when the plan mixes modes; one mode for all is said in a line.
   std::string table = plan.table();
   if (!table.empty() && table.back() == '\n') table.pop_back();
+  for (Precision m : {Precision::F32, Precision::F16, Precision::Int8})
+    if (plan.all(m))
+      table = strformat("precision plan (%s): every product %s (%lld products)", plan.origin.c_str(), precision_name(m),
+                        static_cast<long long>(plan.modes.size()) + 2);
   out.line(table);
   // A resumed run keeps the file its first session wrote (it has the per-product figures).
   const fs::path path = fs::path(o.out) / "precision_plan.json";

@@ -23,6 +23,7 @@
 #include "nightlora/host/step_timing.h"
 #include "nightlora/host/trainer.h"
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/job/background_gate.h"
 #include "nightlora/job/checkpoint_store.h"
 #include "nightlora/job/energy.h"
@@ -33,6 +34,7 @@
 #include "nightlora/job/priority.h"
 #include "nightlora/job/stop_signals.h"
 #include "nightlora/modelio/model.h"
+#include "nightlora/train/resident_model.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/strformat.h"
@@ -194,9 +196,15 @@ bool is_temp_file_or_cmd(const std::string& s) { return s.rfind("file:", 0) == 0
 
 }  // namespace
 
-TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutput& out) {
+namespace {
+
+TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, ResidentModel* resident) {
   // Options that need no file come first: a typo fails before any loading.
   TrainConfig tc;
+  if (resident) {
+    tc.shared_engine = &resident->engine();
+    tc.turns = &resident->turns();
+  }
   tc.schedule = parse_schedule(a.schedule);
   DataOptions dopt;
   dopt.train_on = parse_train_on(a.train_on);
@@ -259,7 +267,8 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   std::unique_ptr<FolderLock> lock;
   if (fs::is_directory(a.out, ec)) lock = std::make_unique<FolderLock>(a.out, "training run", a.wait_lock);
 
-  std::unique_ptr<Model> model = Model::load(a.model);
+  std::unique_ptr<Model> own_model;
+  const Model* model = resident ? &resident->model() : (own_model = Model::load(a.model)).get();
   if (!model->tokenizer) fail(a.model, "the model has no tokenizer", "training reads text, so the model needs one");
   const ModelConfig& mc = model->config;
   out.line(strformat("model: %s (%s, %lld layers, d_model %lld, vocab %lld)", a.model.c_str(), arch_name(mc.arch),
@@ -308,8 +317,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   out.line("memory plan: " + trainer.memory_plan().describe());
 
   // Inputs are valid: from here on the folder is written.
-  fs::create_directories(a.out, ec);
-  if (ec) fail(a.out, "cannot create the output folder: " + ec.message());
+  make_dirs(a.out);
   if (!lock) lock = std::make_unique<FolderLock>(a.out, "training run", a.wait_lock);
   const fs::path log_path = fs::path(a.out) / "log.jsonl";
   CheckpointStore store((fs::path(a.out) / "checkpoints").string(), a.keep);
@@ -345,8 +353,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     best.restore(nlohmann::json::object(), a.out);  // a new run: no best from an abandoned start
   }
   setup_precision(trainer, a, loaded ? stored_plan : plan_file, loaded.has_value(), mc.n_layer, out);
-  std::ofstream log(log_path, loaded ? std::ios::app : std::ios::trunc);
-  if (!log) fail(log_path.string(), "cannot write the training log");
+  AppendFile log(log_path.string(), !loaded);
 
   double last_step_s = 0;  // the last step's duration, for the pacer
   // Energy is logged whenever the machine tells it, background or not.
@@ -439,7 +446,17 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     log << row.dump() << "\n";
     log.flush();
   });
-  StopSignals stop;
+  // Signals stop a job the process runs for itself; a job on a caller's resident model (a
+  // server, an app) leaves the process's signals alone and stops through stop_requested().
+  std::optional<StopSignals> signals;
+  if (!resident) signals.emplace();
+  const auto signal_seen = [&] { return signals ? signals->signal() : 0; };
+  int caller_stop = 0;  // stop_requested() said yes
+  auto stop_asked = [&] {
+    if (signals && signals->requested()) return true;
+    if (!caller_stop && out.stop_requested()) caller_stop = 1;
+    return caller_stop != 0;
+  };
   // Background mode: idle priority, and a gate asked before every step.
   std::unique_ptr<Clock> gate_clock;
   ManualClock* fake_clock = nullptr;  // fake_clock: moved by the steps, see parse_fake_clock
@@ -493,7 +510,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
       log << nlohmann::json({{"type", "wait"}, {"step", trainer.steps_done()}, {"reason", d.reason}}).dump() << "\n";
       log.flush();
     };
-    GateDecision d = gate->wait_until_runnable(use, on_wait, [&] { return stop.requested(); });
+    GateDecision d = gate->wait_until_runnable(use, on_wait, [&] { return stop_asked(); });
     if (d.verdict == GateVerdict::Run) return true;
     reason = d.reason.empty() ? "stopped" : d.reason;
     return false;
@@ -516,7 +533,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     if (!sim) temp_source = find_temperature_source(to, &why_none);
     TemperatureSource* sensor = sim ? sim.get() : temp_source.get();
     out.line("pacing: " + (sensor ? sensor->describe() : "no temperature sensor (" + why_none + "); pacing on throughput"));
-    pacer = std::make_unique<Pacer>(pc, sensor, sleep_seconds, [&] { return stop.requested() || (pause && pause->paused()); });
+    pacer = std::make_unique<Pacer>(pc, sensor, sleep_seconds, [&] { return stop_asked() || (pause && pause->paused()); });
     pacer->before_step();
   }
   auto pace = [&](int64_t done) {
@@ -529,7 +546,11 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
     log.flush();
     pacer->before_step();
   };
-  auto signal_name = [&] { return stop.signal() == SIGINT ? "SIGINT" : stop.signal() == SIGHUP ? "SIGHUP" : "SIGTERM"; };
+  auto signal_name = [&]() -> std::string {
+    const int sig = signal_seen();
+    if (sig == 0) return "stopped by the caller";
+    return sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM";
+  };
   using clock = std::chrono::steady_clock;
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
@@ -537,14 +558,14 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   auto at_boundary = [&](int64_t done, const std::function<TrainState()>& snapshot) {
     if (done < trainer.total_steps()) pace(done);
     if (fake_clock) fake_clock->advance(fake_step_s);
-    if (stop.requested()) stop_reason = signal_name();
+    if (stop_asked()) stop_reason = signal_name();
     else if (a.early_stop > 0 && best.evals_since() >= a.early_stop && done < trainer.total_steps()) {
       early_stopped = true;
       stop_reason = strformat("early stop: %lld validations without improvement", static_cast<long long>(a.early_stop));
       log << nlohmann::json({{"type", "early_stop"}, {"step", done}, {"reason", stop_reason}}).dump() << "\n";
       log.flush();
     } else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
-    else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop.requested())
+    else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop_asked())
       stop_reason = signal_name();
     const bool by_steps = a.save_every > 0 && done % a.save_every == 0;
     const bool by_time = a.save_every_sec > 0 &&
@@ -564,6 +585,8 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   if (!a.valid.empty()) rec["valid"] = a.valid;
   rec["out"] = a.out;
   rec["config"] = identity["config"];
+  if (!a.options_record.is_null()) rec["options"] = a.options_record;
+  if (!a.config_file.empty()) rec["config_file"] = a.config_file;
   rec["total_steps"] = trainer.total_steps();
   rec["threads"] = a.threads;
   nlohmann::json thermal;
@@ -626,7 +649,7 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
                        stop_reason.c_str(), store.dir().c_str()));
     record.end_session("stopped: " + stop_reason, trainer.steps_done());
     result.stop_reason = stop_reason;
-    result.signal = stop.signal();
+    result.signal = signal_seen();
     return result;
   }
   // The final state is a checkpoint too: it holds the optimizer state, and a re-run of a
@@ -659,6 +682,22 @@ TrainingJobResult run_training_job(const TrainingJobOptions& a, TrainingJobOutpu
   result.finished = true;
   result.early_stopped = early_stopped;
   return result;
+}
+
+}  // namespace
+
+TrainingJobResult run_training_job(const TrainingJobOptions& options, TrainingJobOutput& output) {
+  return run_job(options, output, nullptr);
+}
+
+TrainingJobResult run_training_job(const TrainingJobOptions& options, TrainingJobOutput& output,
+                                   ResidentModel& resident) {
+  if (!options.model.empty() && options.model != resident.path())
+    fail("model " + options.model, "this job runs on the resident model " + resident.path(),
+         "leave the job's model empty, or give the resident model's path");
+  TrainingJobOptions o = options;
+  o.model = resident.path();  // the run's identity, plan cache and run.json name the file
+  return run_job(o, output, &resident);
 }
 
 int exit_code_of(const TrainingJobResult& r) {

@@ -219,6 +219,7 @@ TEST(EngineDecoder, ChunksStepsAndTruncateGiveTheSameBits) {
       const std::string what = mc.name + (exact ? ", f32" : ", int8/f16") + " + adapter";
       nl::DecoderOptions o = exact ? nl::DecoderOptions::exact(2) : nl::DecoderOptions{};
       o.threads = 2;
+      o.few_token_f32 = false;  // one mode for every product (the default's steps: below)
       nl::Decoder whole(*mc.model, o);
       o.prefill_chunk = 5;
       nl::Decoder chunked(*mc.model, o);
@@ -247,6 +248,26 @@ TEST(EngineDecoder, ChunksStepsAndTruncateGiveTheSameBits) {
       EXPECT_THROW(chunked.truncate(14), nl::Error);
       EXPECT_THROW(chunked.truncate(-1), nl::Error);
     }
+  }
+}
+
+// The default int8 decoder's one-token steps: on F16 weights (which the int8 mode
+// requantizes) they are the f32 mode's products wherever the engine has an f32
+// matrix-vector kernel; on Q4_0 they stay int8.
+TEST(EngineDecoder, OneTokenStepsOnRequantizedWeightsAreF32ProductsWhereCheaper) {
+  for (const nl::QType type : {nl::QType::F16, nl::QType::Q4_0}) {
+    auto m = nl::Model::load(synth("tiny-qwen3", type).string());
+    nl::DecoderOptions fast;  // int8 products, f16 cache, few_token_f32
+    fast.threads = 2;
+    nl::DecoderOptions f32 = fast;
+    f32.precision = nl::Precision::F32;
+    nl::Decoder a(*m, fast), b(*m, f32);
+    const bool f32_steps = a.engine().mode_for_tokens(a.engine().handle(0, nl::Proj::Q), 1, nl::Precision::Int8) ==
+                           nl::Precision::F32;
+    if (type == nl::QType::Q4_0) EXPECT_FALSE(f32_steps);
+    bool all_equal = true;
+    for (const int32_t id : prompt_of(*m)) all_equal &= a.forward(std::vector<int32_t>{id}) == b.forward(std::vector<int32_t>{id});
+    EXPECT_EQ(all_equal, f32_steps) << nl::qtype_name(type) << ", engine " << a.engine().isa();
   }
 }
 

@@ -131,3 +131,107 @@ TEST(Sampler, ImpossibleTokensAreNotCandidates) {
   EXPECT_EQ(c[0].first, 1);
   EXPECT_EQ(c[1].first, 3);
 }
+
+namespace {
+
+nl::SamplerOptions penalty_options(float penalty, int last_n) {
+  nl::SamplerOptions o;
+  o.temperature = 0;
+  o.repeat_penalty = penalty;
+  o.repeat_last_n = last_n;
+  return o;
+}
+
+}  // namespace
+
+TEST(Sampler, DefaultsAreLlamaCpps) {
+  const nl::SamplerOptions o;  // llama.cpp common/common.h, common_params_sampling
+  EXPECT_EQ(o.temperature, 0.8f);
+  EXPECT_EQ(o.top_k, 40);
+  EXPECT_EQ(o.top_p, 0.95f);
+  EXPECT_EQ(o.min_p, 0.05f);
+  EXPECT_EQ(o.repeat_penalty, 1.0f);
+  EXPECT_EQ(o.repeat_last_n, 64);
+}
+
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogitsOnce) {
+  nl::Sampler s(penalty_options(2.0f, 64));
+  s.accept(std::vector<int32_t>{0, 1, 0, 0, 7});  // token 0 three times: penalised once; 7: outside the logits
+  const std::vector<float> l = {2.0f, -1.0f, 3.0f, 0.5f};
+  EXPECT_EQ(s.penalized(l), (std::vector<float>{1.0f, -2.0f, 3.0f, 0.5f}));
+  // Greedy takes the penalised argmax: 3 / 1.25 = 2.4 < 2.9.
+  nl::Sampler g(penalty_options(1.25f, 64));
+  g.accept(0);
+  EXPECT_EQ(g.sample(std::vector<float>{3.0f, 2.9f}), 1);
+  // Sampling draws from the penalised distribution: logits {ln 4, 0} with token 0 seen and
+  // penalty 2 become {ln 2, 0}: probabilities 2/3, 1/3.
+  nl::SamplerOptions o = penalty_options(2.0f, 64);
+  o.temperature = 1;
+  o.top_k = 0;
+  o.top_p = 1;
+  o.min_p = 0;
+  nl::Sampler t(o);
+  t.accept(0);
+  const auto c = t.candidates(std::vector<float>{std::log(4.0f), 0.0f});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_NEAR(c[0].second, 2.0 / 3.0, 1e-6);
+  // Off at 1.0: nothing changes.
+  nl::Sampler off(penalty_options(1.0f, 64));
+  off.accept(0);
+  EXPECT_EQ(off.penalized(l), l);
+}
+
+TEST(Sampler, RepetitionPenaltyLooksAtTheLastNTokensOnly) {
+  const std::vector<float> l = {1.0f, 1.0f, 1.0f, 1.0f};
+  nl::Sampler w(penalty_options(2.0f, 2));
+  w.accept(std::vector<int32_t>{0, 1, 2});  // the window of 2 holds 1 and 2
+  EXPECT_EQ(w.penalized(l), (std::vector<float>{1.0f, 0.5f, 0.5f, 1.0f}));
+  w.accept(3);  // now 2 and 3
+  EXPECT_EQ(w.penalized(l), (std::vector<float>{1.0f, 1.0f, 0.5f, 0.5f}));
+  w.clear_history();
+  EXPECT_EQ(w.penalized(l), l);
+  nl::Sampler all(penalty_options(2.0f, -1));  // -1: the whole context
+  for (int i = 0; i < 200; ++i) all.accept(i % 4 == 0 ? 0 : 3);
+  EXPECT_EQ(all.penalized(l), (std::vector<float>{0.5f, 1.0f, 1.0f, 0.5f}));
+  nl::Sampler none(penalty_options(2.0f, 0));  // 0: off
+  none.accept(0);
+  EXPECT_EQ(none.penalized(l), l);
+}
+
+TEST(Sampler, MinPDropsTokensFarLessLikelyThanTheTopOne) {
+  const auto l = logits_for({0.5, 0.3, 0.15, 0.04, 0.01});
+  nl::SamplerOptions o;
+  o.temperature = 1;
+  o.top_k = 0;
+  o.top_p = 1;
+  o.min_p = 0.1f;  // keeps p >= 0.05
+  auto c = nl::Sampler(o).candidates(l);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_NEAR(c[0].second, 0.5 / 0.95, 1e-6);
+  EXPECT_NEAR(c[2].second, 0.15 / 0.95, 1e-6);
+  o.min_p = 0.5f;  // keeps p >= 0.25
+  EXPECT_EQ(nl::Sampler(o).candidates(l).size(), 2u);
+  o.min_p = 1.0f;  // the top token alone
+  EXPECT_EQ(nl::Sampler(o).candidates(l).size(), 1u);
+  o.min_p = 0;
+  EXPECT_EQ(nl::Sampler(o).candidates(l).size(), 5u);
+  // After temperature: at 0.5 the odds square (0.25 : 0.09 : 0.0225 : ...), so min-p 0.1
+  // (ratio >= 0.1 of the top) keeps the first two only.
+  o.temperature = 0.5f;
+  o.min_p = 0.1f;
+  EXPECT_EQ(nl::Sampler(o).candidates(l).size(), 2u);
+}
+
+TEST(Sampler, RejectsBadPenaltyAndMinP) {
+  auto bad = [](auto edit) {
+    nl::SamplerOptions o;
+    edit(o);
+    EXPECT_THROW(nl::Sampler{o}, nl::Error);
+  };
+  bad([](nl::SamplerOptions& o) { o.min_p = 1.5f; });
+  bad([](nl::SamplerOptions& o) { o.min_p = NAN; });
+  bad([](nl::SamplerOptions& o) { o.repeat_penalty = 0; });
+  bad([](nl::SamplerOptions& o) { o.repeat_penalty = -1; });
+  bad([](nl::SamplerOptions& o) { o.repeat_penalty = INFINITY; });
+  bad([](nl::SamplerOptions& o) { o.repeat_last_n = -2; });
+}

@@ -125,6 +125,11 @@ std::string nightly_current_adapter(const std::string& out);
 // renamed over the old one, then OUT fsync'd.
 void nightly_point_current(const std::string& out, const std::string& adapter_dir);
 
+// Publishes the adapter files of `candidate_dir` as OUT/adapters/<name> (hard links, or
+// copies across file systems), made durable, then points OUT/current at it. Repeatable: a job
+// killed part-way publishes the same files again. Returns the published folder.
+std::string nightly_publish(const std::string& out, const std::string& name, const std::string& candidate_dir);
+
 // The held-out split of one LaMP-2 user's profile (the lamp2 task's step 1).
 struct NightlyData {
   std::vector<Lamp2Example> train;  // OPPU examples of the earlier items

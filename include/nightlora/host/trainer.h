@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nightlora/data/dataset.h"
+#include "nightlora/engine/engine_turns.h"
 #include "nightlora/host/checkpoint.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/memory_plan.h"
@@ -90,6 +91,11 @@ struct TrainConfig {
   TrainMethod method = TrainMethod::FirstOrder;
   double mezo_eps = 1e-3;
   DivergenceGuard guard;
+  // A borrowed engine made for this model (a resident model that also serves inference),
+  // used instead of making one; it must outlive the trainer, and `turns` (when set) is held
+  // around every use of it: each step, each validation, the calibration.
+  FrozenEngine* shared_engine = nullptr;
+  EngineTurns* turns = nullptr;
 };
 
 struct StepReport {

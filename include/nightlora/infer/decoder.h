@@ -48,6 +48,12 @@ struct DecoderOptions {
   std::string backend = "cpu";
   // Prompt tokens per engine product: a longer prompt runs in chunks of this many.
   int64_t prefill_chunk = 256;
+  // Products of a few tokens (a decode step) on weights the int8 mode requantizes (all but
+  // Q4_0/Q8_0) run in f32 where the engine says that is cheaper
+  // (FrozenEngine::mode_for_tokens: the cpu engine's f32 matrix-vector kernels, 2-4x faster
+  // there). Their logits are then not the bits the same tokens get inside a prompt's block;
+  // false keeps every product in `precision`, so chunked and stepwise runs agree bit for bit.
+  bool few_token_f32 = true;
 
   // f32 products and an f32 cache: the numbers the exactness tests compare.
   static DecoderOptions exact(int threads = 0) {

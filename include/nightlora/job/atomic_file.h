@@ -3,7 +3,8 @@
 // A crash, a SIGKILL or a full disk in the middle of writing must never leave a half-written
 // file where a good one used to be. So a file is written to a temporary name in the same
 // folder, fsync'd, renamed over the old one (rename is atomic within a file system) and the
-// folder is fsync'd so the rename itself survives a power cut.
+// folder is fsync'd so the rename itself survives a power cut. Every one of these calls goes
+// through nl::file_ops() (file_ops.h), so the power-loss tests can replay them.
 //
 // A "checked" file additionally ends in a small footer with the payload's length and CRC-32,
 // so a reader can tell a complete file from a truncated or bit-flipped one (a disk, a copy
@@ -24,7 +25,8 @@ inline uint32_t crc32(std::string_view s, uint32_t crc = 0) { return crc32(s.dat
 // Writes `bytes` to `path` atomically (temp file in the same folder, fsync, rename, fsync of
 // the folder). On any failure (no space, quota, I/O error, read-only folder) the temporary
 // file is removed, whatever was at `path` before is untouched, and nl::Error says what
-// happened and what to do.
+// happened and what to do. (One exception: when only the final folder sync fails, the new
+// file is already in place, and the error says so.) The folder must exist.
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
 // Reads a whole file. Throws nl::Error when it cannot be opened or read.

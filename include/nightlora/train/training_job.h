@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace nl {
 
 // The options of a run: `nightlora train --help` describes each (same names, same defaults).
@@ -97,6 +99,10 @@ struct TrainingJobOptions {
   // For tests of time windows: "HH:MM[:SS],S": background mode's clock starts at that local
   // time, moves S seconds per step and jumps through waits instead of sleeping.
   std::string fake_clock;
+  // For the record only (run.json's "options" and "config_file"): every option as the
+  // command line and its --config file gave them, merged, and that file. Null / "": none.
+  nlohmann::json options_record;
+  std::string config_file;
 };
 
 // Where the run reports, as it goes. Every method may be left as is (the default ignores it).
@@ -112,6 +118,11 @@ class TrainingJobOutput {
   virtual void step_status(const std::string& text) {}
   // Precision calibration: pass `done` of at most `most`.
   virtual void calibration_progress(int64_t done, int64_t most) {}
+  // Asked at every step boundary (and while a background wait or pacing sleep lasts): true
+  // stops the run there with a checkpoint (finished false, stop_reason "stopped by the
+  // caller", exit code 75), resumable by running the same options again. It may block: that
+  // is how a caller pauses a job (the engine is free meanwhile).
+  virtual bool stop_requested() { return false; }
 };
 
 struct TrainingJobResult {
@@ -134,5 +145,16 @@ int exit_code_of(const TrainingJobResult& r);
 // checkpoint), or an error (nl::Error, nothing lost: checkpoints are written atomically).
 // SIGINT and SIGTERM are caught while it runs and end it at the next step boundary.
 TrainingJobResult run_training_job(const TrainingJobOptions& options, TrainingJobOutput& output);
+
+class ResidentModel;
+// The same job on a model already loaded (train/resident_model.h), for a server or an app
+// that also runs inference on it: no second copy of the weights. options.model must be
+// empty or resident.path(). Every use of the engine (each step, validation, the calibration)
+// holds resident.turns().train(), so inference between steps (under turns().serve()) is
+// safe and goes first. The process's signals are left alone: the caller stops the job
+// through TrainingJobOutput::stop_requested. Thread-safe against other users of `resident`
+// that take turns; one job per output folder (the folder lock).
+TrainingJobResult run_training_job(const TrainingJobOptions& options, TrainingJobOutput& output,
+                                   ResidentModel& resident);
 
 }  // namespace nl
