@@ -35,6 +35,9 @@ APT_PACKAGES=(
   "libvulkan-dev=1.3.239.0-1"
   "glslc=2023.2-1"
   "mesa-vulkan-drivers=22.3.6-1+deb12u2"
+  # libFuzzer targets (fuzz/, scripts/fuzz.sh): clang with its sanitizer and fuzzer runtimes.
+  "clang-14=1:14.0.6-12"
+  "libclang-rt-14-dev=1:14.0.6-12"
   # `nightlora serve`: HTTP server library (llama.cpp's server uses the same one).
   "libcpp-httplib-dev=0.11.4+ds-1+deb12u1"
   # Headless browser for the report test (tests/report): renders `nightlora report` pages.

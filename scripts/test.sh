@@ -5,6 +5,9 @@
 # twice (scripts/arm64.sh; ctest entries arm64.* with -cpu max, arm64-a53.* with
 # -cpu cortex-a53, an ARMv8.0 core without dotprod), with the static arm64 nightlora's
 # quickstart compared to the x86-64 build's (arm64.quickstart, arm64-a53.quickstart).
+# Then the fuzz targets (scripts/fuzz.sh --ci, a clang ASan/UBSan build in build-fuzz/):
+# every file of fuzz/regressions/ replayed, every target fuzzed 20 s two at a time, and the
+# planted-bug check (docs/RELIABILITY.md).
 # Installs what it needs first (scripts/setup.sh is quick when all is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,3 +19,5 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DNL_ARM64_TESTS=ON >/de
 cmake --build build -j "$jobs" --target all test_hostile_sanitized
 cd build
 ctest --output-on-failure -j "$jobs" --timeout 1200
+cd ..
+bash scripts/fuzz.sh --ci

@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C panel kernels. Compiled for those instructions function by function
 // (the pragma below), so the library still runs on any x86-64; dispatch.cpp only hands
-// them out when __builtin_cpu_supports says the CPU has all three.
+// them out when x86_features() says the CPU (and the OS) has all three.
 //
 // Register blocking: input grad keeps 4 tokens x 24 columns of dX in 12 registers while a
 // tall panel (many row groups) streams through them (7 loads per 12 FMAs), so dX is loaded
@@ -8,6 +8,7 @@
 // chunk of columns at a time and runs the same kernel (Y's 24 outputs per token in
 // registers).
 #include "kernels.h"
+#include "cpu_features_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,8 +29,12 @@
 #define NL_REFERENCE_FUSES_MUL_SUB 0
 #endif
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace nl::engine {
 namespace {
@@ -408,13 +413,17 @@ void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64
 }  // namespace
 }  // namespace nl::engine
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 
 const PanelKernels* avx2_kernels() {
   static const bool cpu_has_it =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      x86_features().avx2;
   // 256-column input-gradient tasks: measured on Zen 3 (2 threads, f32 and f16 modes, Q4_0,
   // Q4_K, Q6_K and F16, the three presets' gate, k and down at 128 and 512 tokens, 3
   // interleaved runs against 128 columns with 16384-float panels): dX time over the

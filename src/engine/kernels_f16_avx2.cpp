@@ -2,6 +2,7 @@
 // values as nl::f32_to_fp16). Compiled for AVX2+F16C function by function, handed out only
 // when the CPU has them.
 #include "range_guard.h"
+#include "cpu_features_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -10,8 +11,12 @@
 
 #include "nightlora/util/half.h"
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace nl::engine {
 namespace {
@@ -42,11 +47,15 @@ void round_f16_avx2(const float* x, int64_t n, float scale_in, float scale_out, 
 }  // namespace
 }  // namespace nl::engine
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 const F16Kernels* f16_kernels_avx2() {
-  static const bool cpu_has_it = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool cpu_has_it = x86_features().avx2;
   static const F16Kernels k{"avx2", max_abs_avx2, round_f16_avx2};
   return cpu_has_it ? &k : nullptr;
 }

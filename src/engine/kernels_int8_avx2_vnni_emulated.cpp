@@ -4,6 +4,7 @@
 // subtracts, flipped broadcasts) runs on any AVX2 CPU and under qemu, whose TCG has no
 // AVX-VNNI. Slower than both real sets; never chosen by the engine.
 #include "kernels_int8.h"
+#include "cpu_features_x86.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -11,18 +12,26 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #define NL_INT8_VNNI 1
 #define NL_INT8_VNNI_EMULATED 1
 #include "kernels_int8_avx2_body.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_vnni_emulated() {
   static const bool cpu_has_it =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      x86_features().avx2;
   static const Int8Kernels k = avx2_int8_kernels("avx2-vnni-emulated");
   return cpu_has_it ? &k : nullptr;
 }

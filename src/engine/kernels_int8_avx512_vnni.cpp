@@ -13,12 +13,20 @@
 
 #include "cpu_features_x86.h"
 
+#if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
 #define NL_INT8_VNNI 1
 #define NL_INT8_VNNI_EVEX 1
 #include "kernels_int8_avx2_body.h"
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 namespace nl::engine {
 

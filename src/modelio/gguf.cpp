@@ -244,7 +244,15 @@ class GgufReader {
   std::string str() {
     size_t at = pos_;
     uint64_t len = u64();
+#if NL_FUZZ_PLANTED_BUG
+    // A deliberate bug for the fuzzing self-test only (fuzz/CMakeLists.txt builds this file
+    // with it into fuzz_gguf_planted; scripts/fuzz.sh --ci checks the fuzzer finds it): the
+    // length is checked against the file's size instead of the bytes left, so a string near
+    // the end may claim more than is there. Never defined in a real build.
+    if (len > n_) err(at, "string length " + std::to_string(len) + " runs past the end of the file");
+#else
     if (len > n_ - pos_) err(at, "string length " + std::to_string(len) + " runs past the end of the file");
+#endif
     std::string s(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(len));
     pos_ += static_cast<size_t>(len);
     return s;

