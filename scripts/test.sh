@@ -11,13 +11,20 @@
 # Installs what it needs first (scripts/setup.sh is quick when all is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time is printed, to keep the whole run (CI: ~25 minutes) in view.
+phase() { echo "test.sh: $1 done at ${SECONDS}s"; }
 bash scripts/setup.sh
+phase setup
 jobs=$(nproc 2>/dev/null || echo 2)
 # arm64 first: the Release tree lists the cross-built test programs when it is configured.
 bash scripts/arm64.sh --build-only
+phase "arm64 build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DNL_ARM64_TESTS=ON >/dev/null
 cmake --build build -j "$jobs" --target all test_hostile_sanitized
+phase "Release build"
 cd build
 ctest --output-on-failure -j "$jobs" --timeout 1200
 cd ..
+phase ctest
 bash scripts/fuzz.sh --ci
+phase fuzzing
