@@ -44,6 +44,8 @@ APT_PACKAGES=(
   "chromium=156.0.8078.108-1~deb12u1"
   # Python bindings' tests (python/tests, ctest capi.installed.python) with Debian's pytest.
   "python3-pytest=7.2.1-2"
+  # pkg-config: CMake finds PCRE2 and cpp-httplib with it; the C example builds with it.
+  "pkgconf=1.8.1-1"
 )
 
 SUDO=""
