@@ -59,8 +59,40 @@ def version():
     return _L().nl_version().decode()
 
 
-class Adapter:
+class _Owned:
+    """A handle of the C library, freed by close(), by leaving a `with` block, or at garbage
+    collection. Subclasses name their free function and what they are (for the error)."""
+
+    _free = None  # the name of the nl_*_free function
+    _what = "handle"
+
+    def _handle(self):
+        if not self._h:
+            raise Error(_capi.ERR_INVALID_ARGUMENT, f"nightlora: error: the {self._what} was closed")
+        return self._h
+
+    def close(self):
+        if getattr(self, "_h", None):
+            getattr(_L(), self._free)(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Adapter(_Owned):
     """A LoRA adapter loaded for one model (Model.load_adapter); applied on the fly."""
+
+    _free, _what = "nl_adapter_free", "adapter"
 
     def __init__(self, model, path, scale):
         self._h = ctypes.c_void_p()
@@ -78,21 +110,6 @@ class Adapter:
     def scale(self, value):
         _check(_L().nl_adapter_set_scale(self._handle(), float(value)))
 
-    def _handle(self):
-        if not self._h:
-            raise Error(_capi.ERR_INVALID_ARGUMENT, "nightlora: error: the adapter was closed")
-        return self._h
-
-    def close(self):
-        if self._h:
-            _L().nl_adapter_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _adapter_array(adapters):
@@ -117,8 +134,11 @@ class _TokenRelay:
             return 1
 
 
-class Job:
-    """A training job running in the library's background thread (Model.start_training)."""
+class Job(_Owned):
+    """A training job running in the library's background thread (Model.start_training).
+    close() cancels the job if it still runs, waits for it, and frees it."""
+
+    _free, _what = "nl_job_free", "job"
 
     def __init__(self, model, options, progress=None, log=None):
         self.model = model
@@ -149,25 +169,25 @@ class Job:
         _check(_L().nl_train_start(model._handle(), _b(json.dumps(options)), ctypes.byref(cb), ctypes.byref(self._h)))
 
     def pause(self):
-        _check(_L().nl_job_pause(self._h))
+        _check(_L().nl_job_pause(self._handle()))
 
     def resume(self):
-        _check(_L().nl_job_resume(self._h))
+        _check(_L().nl_job_resume(self._handle()))
 
     def cancel(self):
-        _check(_L().nl_job_cancel(self._h))
+        _check(_L().nl_job_cancel(self._handle()))
 
     @property
     def state(self):
         """'running', 'paused' or 'done'."""
         s = ctypes.c_int32()
-        _check(_L().nl_job_get_state(self._h, ctypes.byref(s), None))
+        _check(_L().nl_job_get_state(self._handle(), ctypes.byref(s), None))
         return {_capi.JOB_RUNNING: "running", _capi.JOB_PAUSED: "paused", _capi.JOB_DONE: "done"}[s.value]
 
     @property
     def progress(self):
         p = _capi.TrainProgress()
-        _check(_L().nl_job_get_state(self._h, None, ctypes.byref(p)))
+        _check(_L().nl_job_get_state(self._handle(), None, ctypes.byref(p)))
         return {"step": p.step, "total_steps": p.total_steps, "loss": p.loss}
 
     def wait(self):
@@ -177,35 +197,19 @@ class Job:
         # Waiting in short slices keeps Ctrl-C working in the interpreter.
         while self.state != "done":
             threading.Event().wait(0.05)
-        _check(_L().nl_job_wait(self._h, ctypes.byref(r)))
+        _check(_L().nl_job_wait(self._handle(), ctypes.byref(r)))
         if self._errors:
             raise self._errors[0]
         return {"finished": bool(r.finished), "early_stopped": bool(r.early_stopped), "diverged": bool(r.diverged),
                 "exit_code": r.exit_code, "step": r.step, "total_steps": r.total_steps, "kept_step": r.kept_step,
                 "kept_val_loss": r.kept_val_loss, "stop_reason": r.stop_reason.decode("utf-8", "replace")}
 
-    def close(self):
-        """Cancels the job if it still runs, waits for it, and frees it."""
-        if self._h:
-            _L().nl_job_free(self._h)
-            self._h = ctypes.c_void_p()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-class Model:
+class Model(_Owned):
     """A model loaded once (GGUF file or Hugging Face folder); generation, evaluation and
     training share its one copy of the weights. Safe to use from several threads."""
+
+    _free, _what = "nl_model_free", "model"
 
     def __init__(self, path, threads=0, engine="cpu"):
         self.path = str(path)
@@ -215,28 +219,6 @@ class Model:
         o.threads = int(threads)
         o.engine = _b(engine)
         _check(_L().nl_model_load(_b(path), ctypes.byref(o), ctypes.byref(self._h)))
-
-    def _handle(self):
-        if not self._h:
-            raise Error(_capi.ERR_INVALID_ARGUMENT, "nightlora: error: the model was closed")
-        return self._h
-
-    def close(self):
-        if self._h:
-            _L().nl_model_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def info(self):

@@ -422,8 +422,7 @@ void forward_avx2(const float* X, int64_t ldx, int64_t nt, const float* P, int64
 namespace nl::engine {
 
 const PanelKernels* avx2_kernels() {
-  static const bool cpu_has_it =
-      x86_features().avx2;
+  static const bool cpu_has_it = x86_features().avx2;
   // 256-column input-gradient tasks: measured on Zen 3 (2 threads, f32 and f16 modes, Q4_0,
   // Q4_K, Q6_K and F16, the three presets' gate, k and down at 128 and 512 tokens, 3
   // interleaved runs against 128 columns with 16384-float panels): dX time over the

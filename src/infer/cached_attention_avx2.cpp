@@ -20,8 +20,7 @@
 namespace nl::infer {
 
 const AttentionKernels* attention_kernels_avx2() {
-  static const bool cpu_has_it =
-      nl::engine::x86_features().avx2;
+  static const bool cpu_has_it = nl::engine::x86_features().avx2;
   static const AttentionKernels k{"avx2", attention_task_impl, to_halves_impl, from_halves_impl};
   return cpu_has_it ? &k : nullptr;
 }
