@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -237,6 +238,31 @@ TEST(CApiProgress, BackgroundWaitsAreWaitingEvents) {
   }
   // Each wait began with a checkpoint.
   EXPECT_GE(of_kind(seen.events, NL_TRAIN_EVENT_CHECKPOINT).size(), rows.size());
+}
+
+}  // namespace
+
+namespace {
+
+// A caller built against the first nl_train_callbacks (without on_event) passes its shorter
+// struct_size: what lies past it is never read, and on_progress still reports every step.
+TEST(CApiProgress, FirstVersionCallbacksAreStillServed) {
+  nltest::TempDir td;
+  Model model(capitest::synthetic_model(td.path));
+  const json opts = {{"data", stories_data("train.jsonl")}, {"out", (td / "run").string()}, {"iters", 3},
+                     {"batch", 2}, {"seq-len", 64}, {"threads", 2}, {"precision", "f32"}, {"plan-cache", "off"}};
+  Seen seen;
+  nl_train_callbacks cb = callbacks(seen);
+  cb.struct_size = offsetof(nl_train_callbacks, on_event);  // on_event is past the caller's struct
+  nl_train_result r;
+  ASSERT_EQ(nl_train(model.m, opts.dump().c_str(), &cb, &r), NL_OK) << nl_last_error();
+  EXPECT_EQ(r.finished, 1);
+  EXPECT_TRUE(seen.events.empty()) << "on_event was read past the caller's struct_size";
+  ASSERT_EQ(seen.progress.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(seen.progress[i].step, static_cast<int64_t>(i + 1));
+  // A struct_size larger than this library knows is refused (a caller newer than the library).
+  cb.struct_size = sizeof(nl_train_callbacks) + 8;
+  EXPECT_EQ(nl_train(model.m, opts.dump().c_str(), &cb, &r), NL_ERR_INVALID_ARGUMENT);
 }
 
 }  // namespace
