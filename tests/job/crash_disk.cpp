@@ -366,12 +366,14 @@ uint64_t DiskModel::fingerprint(CrashKind kind) const {
 }
 
 ReplayStats replay_every_prefix(DiskModel model, const std::vector<Op>& ops,
-                                const std::function<std::vector<std::string>()>& resume_and_check) {
+                                const std::function<std::vector<std::string>()>& resume_and_check,
+                                const PointFilter& replay_point) {
   ReplayStats st;
   std::map<uint64_t, std::vector<std::string>> seen;  // a disk already resumed: same program, same outcome
   const CrashKind kinds[] = {CrashKind::Durable, CrashKind::NamesKept, CrashKind::Torn};
   for (size_t k = 0; k <= ops.size(); ++k) {
     if (k > 0) model.apply(ops[k - 1]);
+    if (replay_point && !replay_point(k)) continue;
     ++st.points;
     for (CrashKind kind : kinds) {
       ++st.disks;

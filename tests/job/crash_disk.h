@@ -135,17 +135,25 @@ class DiskModel {
 uint64_t hash_bytes(const std::string& s);
 
 struct ReplayStats {
-  int64_t points = 0;    // crash points: every prefix of the record, the empty one included
+  int64_t points = 0;    // crash points replayed: every prefix of the record (the empty one included)
+                         // or those a PointFilter picked
   int64_t disks = 0;     // crashed disks checked: points x the three CrashKinds
   int64_t distinct = 0;  // of those, different disks (each materialized and resumed once)
   int64_t promises = 0;  // promised files in the whole record
   std::vector<std::string> failures;  // the first 30
 };
 
-// For every prefix of `ops` and every CrashKind: materializes the disk a power cut there
-// leaves (`model` as it was before the recorded run), checks it (check_materialized), then
-// calls resume_and_check, which runs the program on it and says what went wrong.
+// Which crash points to replay: called with k (the prefix length, 0..ops.size()) before the
+// disks of that point are built; false skips the point (its call is still applied to the
+// model). Also lets a check know where in the record the cut is (what was reported by then).
+using PointFilter = std::function<bool(size_t k)>;
+
+// For every prefix of `ops` (or those `replay_point` picks) and every CrashKind: materializes
+// the disk a power cut there leaves (`model` as it was before the recorded run), checks it
+// (check_materialized), then calls resume_and_check, which runs the program on it and says
+// what went wrong.
 ReplayStats replay_every_prefix(DiskModel model, const std::vector<Op>& ops,
-                                const std::function<std::vector<std::string>()>& resume_and_check);
+                                const std::function<std::vector<std::string>()>& resume_and_check,
+                                const PointFilter& replay_point = {});
 
 }  // namespace crash
