@@ -156,8 +156,9 @@ write_dict("json.dict", entries)
 
 # Seeds kept as committed (not generated here): the --config TOML files of tests/cli and
 # docs/PERSONALIZATION.md, and run folders (log.jsonl "\n----\n" run.json) of real `train`
-# runs (one with validation, one stopped, resumed and paced by the simulated sensor).
-for target in ("config_toml", "run_folder"):
+# runs (one with validation, one stopped, resumed and paced by the simulated sensor), and a
+# nightly job's state files (a published, a failed and an abandoned run).
+for target in ("config_toml", "run_folder", "nightly_status"):
     src = os.path.join(repo, "fuzz", "corpus", target)
     for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
         with open(os.path.join(src, name), "rb") as f:
