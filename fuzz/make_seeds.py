@@ -153,3 +153,13 @@ entries = [b"{", b"}", b"[", b"]", b":", b",", b'""', b"null", b"true", b"false"
            b"18446744073709551616", b"\\u0000", b"\\ud800", b"\\\\", b"\xef\xbb\xbf"]
 entries += [('"' + w + '"').encode() for w in json_words]
 write_dict("json.dict", entries)
+
+# Seeds kept as committed (not generated here): the --config TOML files of tests/cli and
+# docs/PERSONALIZATION.md, and run folders (log.jsonl "\n----\n" run.json) of real `train`
+# runs (one with validation, one stopped, resumed and paced by the simulated sensor), and a
+# nightly job's state files (a published, a failed and an abandoned run).
+for target in ("config_toml", "run_folder", "nightly_status"):
+    src = os.path.join(repo, "fuzz", "corpus", target)
+    for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        with open(os.path.join(src, name), "rb") as f:
+            put(target, name, f.read())

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/train/resident_model.h"
 #include "nightlora/util/error.h"
 #include "serve/adapter_registry.h"
@@ -164,7 +165,7 @@ class FineTuningJobs::Output : public TrainingJobOutput {
 FineTuningJobs::FineTuningJobs(ResidentModel& resident, AdapterRegistry& registry, const FileStore& files,
                                const std::string& dir, int max_queued, std::function<void(const std::string&)> log)
     : resident_(resident), registry_(registry), files_(files), dir_(dir), max_queued_(max_queued), log_(std::move(log)) {
-  fs::create_directories(dir_);
+  make_dirs(dir_);
   std::vector<std::shared_ptr<Job>> pending;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const std::string id = e.path().filename().string();
@@ -327,7 +328,9 @@ nlohmann::json FineTuningJobs::create(const nlohmann::json& body) {
                  {"progress", {{"step", 0}, {"total_steps", nullptr}}}};
   // The name its adapter will be served under.
   job->settings["fine_tuned_model"] = "ft:" + registry_.base_id() + ":" + (suffix ? *suffix + ":" : "") + id.substr(6);
-  fs::create_directories(job->folder);
+  // Durable (its parent synced) before job.json is: a power cut must not drop a job that
+  // was reported created along with its folder.
+  make_dirs(job->folder);
   add_event(*job, "Created fine-tuning job: " + id);
   persist(*job);
   jobs_[id] = job;
