@@ -101,14 +101,14 @@ nlcli::Register reg_data(
 
 // ---- lamp2-eval ----
 
-struct EvalArgs {
+struct Lamp2EvalArgs {
   std::string model, questions, outputs, split = "auto", mode = "score", predictions, precision = "f32";
   std::vector<std::string> adapters;
   nl::Lamp2EvalOptions opt;
   bool json = false;
 };
 
-int run_eval(EvalArgs& a) {
+int run_eval(Lamp2EvalArgs& a) {
   a.opt.mode = nl::parse_lamp2_mode(a.mode);
   a.opt.precision = nl::parse_precision(a.precision);
   const nl::Lamp2Questions q = nl::load_lamp2_questions(a.questions, nl::parse_lamp2_split(a.split));
@@ -144,10 +144,10 @@ int run_eval(EvalArgs& a) {
   return 0;
 }
 
-nlcli::Register reg_eval(
+nlcli::Register reg_lamp2_eval(
     "lamp2-eval", "Evaluate a model (and LoRA adapters) on LaMP-2: accuracy and macro-F1 per user and overall",
     [](CLI::App& sub) -> nlcli::Run {
-      auto a = std::make_shared<EvalArgs>();
+      auto a = std::make_shared<Lamp2EvalArgs>();
       sub.add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required();
       sub.add_option("--adapter,--lora", a->adapters,
                      "LoRA adapter to apply, PATH[:SCALE] (PEFT folder or llama.cpp LoRA GGUF; repeatable, the adapters "

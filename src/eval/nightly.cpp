@@ -417,7 +417,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
     gi.current = losses_from_json(ev["current_losses"]);
   }
   if (ev.contains("metric")) gi.metric = TaskMetric{ev["metric"]["name"], ev["metric"]["candidate"], ev["metric"]["current"]};
-  const GateDecision gd = nightly_gate(gi, o_.gate);
+  const PublishDecision gd = nightly_gate(gi, o_.gate);
   res.reason = gd.reason;
   res.candidate_loss = gd.candidate_loss;
   res.current_loss = gd.current_loss;

@@ -28,8 +28,8 @@ std::string nightly_gate_rule(const GateOptions& o) {
          " resamples), and the task metric (when there is one) is not lower; otherwise keep the current adapter";
 }
 
-GateDecision nightly_gate(const GateInput& in, const GateOptions& o) {
-  GateDecision d;
+PublishDecision nightly_gate(const GateInput& in, const GateOptions& o) {
+  PublishDecision d;
   d.candidate_loss = token_mean(in.candidate);
   d.current_loss = token_mean(in.current);
   auto no = [&](std::string why) {

@@ -10,7 +10,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-std::string fmt(const char* f, double v) {
+std::string fmt_value(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
@@ -32,15 +32,15 @@ std::string nightly_summary_markdown(const NightlyResult& r, const json& run_inf
     if (n > 0) s += "; " + std::to_string(n) + " skipped (first: " + sk.value("first", std::string()) + ")";
   }
   s += "\n- training: " + std::to_string(r.train_steps) + "/" + std::to_string(r.train_total) + " steps, " +
-       fmt("%.1f", r.train_elapsed_s) + " s" + (r.budget_exhausted ? " (stopped by the wall-time budget)" : "") + "\n\n";
+       fmt_value("%.1f", r.train_elapsed_s) + " s" + (r.budget_exhausted ? " (stopped by the wall-time budget)" : "") + "\n\n";
   s += "| adapter | held-out loss |";
   const bool metric = decision.contains("metric");
   if (metric) s += " " + decision["metric"].value("name", std::string()) + " |";
   s += "\n|---|---|" + std::string(metric ? "---|" : "") + "\n";
-  s += "| candidate (this run) | " + fmt("%.4f", r.candidate_loss) + " |" +
-       (metric ? " " + fmt("%.4f", decision["metric"].value("candidate", 0.0)) + " |" : "") + "\n";
+  s += "| candidate (this run) | " + fmt_value("%.4f", r.candidate_loss) + " |" +
+       (metric ? " " + fmt_value("%.4f", decision["metric"].value("candidate", 0.0)) + " |" : "") + "\n";
   s += std::string("| ") + (r.current_before.empty() ? "current (none: base model)" : "current") + " | " +
-       fmt("%.4f", r.current_loss) + " |" + (metric ? " " + fmt("%.4f", decision["metric"].value("current", 0.0)) + " |" : "") + "\n";
+       fmt_value("%.4f", r.current_loss) + " |" + (metric ? " " + fmt_value("%.4f", decision["metric"].value("current", 0.0)) + " |" : "") + "\n";
   s += "\n**Decision: ";
   s += r.outcome == NightlyOutcome::Published ? "published** the candidate: " : "kept** the current adapter: ";
   s += r.reason + ". `current` -> " + (r.current_after.empty() ? std::string("none (base model)") : r.current_after) + "\n";

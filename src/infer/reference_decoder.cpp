@@ -33,7 +33,7 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
 
-struct LayerVectors {
+struct RefLayerVectors {
   std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
 };
 
@@ -53,7 +53,7 @@ struct ReferenceDecoder::Impl {
   int64_t n_past = 0;
   int64_t capacity = 0;  // positions the caches currently hold room for
   const LoraAdapter* lora = nullptr;
-  std::vector<LayerVectors> vecs;
+  std::vector<RefLayerVectors> vecs;
   std::vector<float> out_norm;
   std::vector<LayerCache> cache;
 
@@ -151,7 +151,7 @@ struct ReferenceDecoder::Impl {
     for (int64_t t = 0; t < T; ++t) rope.angles(n_past + t, cosv.data() + t * half, sinv.data() + t * half);
 
     for (int64_t l = 0; l < c.n_layer; ++l) {
-      const LayerVectors& lv = vecs[static_cast<size_t>(l)];
+      const RefLayerVectors& lv = vecs[static_cast<size_t>(l)];
       for (int64_t t = 0; t < T; ++t) rms_norm(x.data() + t * d, lv.attn_norm.data(), c.rms_eps, d, h.data() + t * d);
       project(l, Proj::Q, h.data(), T, q.data(), lv.bq);
       project(l, Proj::K, h.data(), T, k.data(), lv.bk);

@@ -8,18 +8,13 @@
 #include <vector>
 
 #include "loaders.h"
+#include "nightlora/util/strformat.h"
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 
 namespace nl {
 namespace {
-
-std::string shape_str(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
 
 Arch parse_arch(const GgufFile& f) {
   std::string a = f.get_str("general.architecture");
@@ -102,12 +97,12 @@ class TensorBinder {
     const GgufTensorInfo* t = f_.find_tensor(name);
     if (!t) {
       if (required)
-        fail(f_.path(), "tensor '" + name + "' is missing (expected shape " + shape_str(expected) + ")",
+        fail(f_.path(), "tensor '" + name + "' is missing (expected shape " + shape_string(expected) + ")",
              "the file is incomplete or not a llama.cpp-style model");
       return {};
     }
     if (t->ne != expected)
-      fail(f_.path(), "tensor '" + name + "' has shape " + shape_str(t->ne) + ", expected " + shape_str(expected),
+      fail(f_.path(), "tensor '" + name + "' has shape " + shape_string(t->ne) + ", expected " + shape_string(expected),
            "the tensor does not match the model configuration in the metadata");
     const QTypeInfo& qi = qtype_info(t->type);
     if (!qi.supported)
@@ -142,7 +137,7 @@ std::unique_ptr<Model> load_gguf_model(const std::string& path) {
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(path, "tensor 'token_embd.weight' is missing", "the file is incomplete");
   if (embd->ne.size() != 2 || embd->ne[0] != c.d_model || embd->ne[1] <= 0)
-    fail(path, "tensor 'token_embd.weight' has shape " + shape_str(embd->ne) + ", expected [" +
+    fail(path, "tensor 'token_embd.weight' has shape " + shape_string(embd->ne) + ", expected [" +
                    std::to_string(c.d_model) + ", vocab]");
   c.vocab = embd->ne[1];
   if (c.name.empty()) c.name = path;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "loaders.h"
+#include "nightlora/util/strformat.h"
 #include "nightlora/modelio/convert.h"
 #include "nightlora/modelio/gguf_names.h"
 #include "nightlora/modelio/safetensors.h"
@@ -21,12 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 
 const char* const kConfigHint = "the model configuration is damaged: compare it with the model's published config.json";
 
@@ -185,7 +180,7 @@ TensorView view_of(const SafetensorsTensor& t, const std::string& file, const st
   std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());  // safetensors is slowest-first
   if (ne != expected_ne) {
     std::vector<int64_t> want(expected_ne.rbegin(), expected_ne.rend());
-    fail(file, "tensor '" + t.name + "' has shape " + shape_str(t.shape) + ", but config.json implies " + shape_str(want),
+    fail(file, "tensor '" + t.name + "' has shape " + shape_string(t.shape) + ", but config.json implies " + shape_string(want),
          "config.json and the weights do not belong together");
   }
   if (t.dtype != QType::F32 && t.dtype != QType::F16 && t.dtype != QType::BF16)
@@ -218,7 +213,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir_arg) {
     if (!t) {
       if (!required) return {};
       std::vector<int64_t> want(ne.rbegin(), ne.rend());
-      fail(files.file_of(name), "tensor '" + name + "' is missing (expected shape " + shape_str(want) + ")",
+      fail(files.file_of(name), "tensor '" + name + "' is missing (expected shape " + shape_string(want) + ")",
            "the weights are incomplete or belong to a different architecture");
     }
     return view_of(*t, files.file_of(name), ne);

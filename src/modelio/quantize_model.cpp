@@ -1,3 +1,4 @@
+#include "nightlora/util/strformat.h"
 #include "nightlora/modelio/quantize_model.h"
 
 #include <algorithm>
@@ -100,12 +101,6 @@ void convert_tensor_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t
 }
 
 namespace {
-
-std::string shape_string(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? " x " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
 
 std::string mib(size_t bytes) {
   char buf[32];

@@ -1,6 +1,7 @@
 // safetensors reader and writer. The reader trusts nothing in the file: the header length,
 // the JSON, every dtype, shape and byte range is checked before a view is handed out, so a
 // truncated or hostile file gives an nl::Error naming the file, the tensor and the problem.
+#include "nightlora/util/strformat.h"
 #include "nightlora/modelio/safetensors.h"
 
 #include <fcntl.h>
@@ -27,7 +28,7 @@ using json = nlohmann::json;
 // The reference implementation refuses headers above 100 MB; a real header (even for a
 // sharded 70B model) is a few hundred KB.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
-constexpr size_t kMaxDims = 8;
+constexpr size_t kMaxSafetensorsDims = 8;
 
 struct DtypeName {
   const char* name;
@@ -43,12 +44,6 @@ const DtypeName* find_dtype(const std::string& name) {
   for (const auto& d : kDtypes)
     if (name == d.name) return &d;
   return nullptr;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 // Element count of a shape, or -1 when it overflows.
@@ -132,7 +127,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     if (!d) fail(tw, "unsupported dtype \"" + dtype + "\"", "model weights must be F32, F16 or BF16");
     t.dtype = d->type;
 
-    if (v["shape"].size() > kMaxDims) fail(tw, "shape has " + std::to_string(v["shape"].size()) + " dimensions (at most 8 supported)");
+    if (v["shape"].size() > kMaxSafetensorsDims) fail(tw, "shape has " + std::to_string(v["shape"].size()) + " dimensions (at most 8 supported)");
     for (const json& dim : v["shape"]) {
       if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
         fail(tw, "shape element " + json_brief(dim) + " is not a non-negative integer");

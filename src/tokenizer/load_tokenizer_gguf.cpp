@@ -15,7 +15,7 @@
 namespace nl {
 namespace {
 
-const std::string kSpace = "\xE2\x96\x81";
+const std::string kSentencePieceSpace = "\xE2\x96\x81";
 
 int32_t optional_id(const GgufFile& f, const std::string& key, size_t n_vocab) {
   const GgufValue* v = f.find(key);
@@ -80,8 +80,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
       fail(f.path(), "a \"llama\" tokenizer needs tokenizer.ggml.scores (or merges)");
     spec.byte_fallback = f.get_bool("tokenizer.nightlora.byte_fallback", true);
     const bool prefix = f.get_bool("tokenizer.ggml.add_space_prefix", true);
-    if (prefix) spec.normalizer.push_back({NormalizerStep::Prepend, kSpace, ""});
-    spec.normalizer.push_back({NormalizerStep::Replace, " ", kSpace});
+    if (prefix) spec.normalizer.push_back({NormalizerStep::Prepend, kSentencePieceSpace, ""});
+    spec.normalizer.push_back({NormalizerStep::Replace, " ", kSentencePieceSpace});
     spec.strip_leading_space = prefix;
     spec.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", true);
     if (spec.unk < 0) {

@@ -105,10 +105,10 @@ TEST(MatvecKernels, EverySetReproducesTheInt8Definition) {
 }
 
 // A one-layer model whose matrices all have one shape (the engine needs a whole model).
-struct OneShapeModel {
+struct MatvecModel {
   Matrix m;
   nl::Model model;
-  OneShapeModel(QType type, int64_t rows, int64_t cols) : m(type, rows, cols, 11) {
+  MatvecModel(QType type, int64_t rows, int64_t cols) : m(type, rows, cols, 11) {
     model.config.n_layer = 1;
     model.weights.layers.resize(1);
     nl::LayerWeights& L = model.weights.layers[0];
@@ -124,7 +124,7 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96},
                          Shape{QType::F16, 40, 160}, Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}}) {
     // (F16, Q4_K, Q6_K: the f32 kernel only; int8 keeps the panels for them)
-    OneShapeModel mm(s.type, s.rows, s.cols);
+    MatvecModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
     const std::vector<float> X = nltest::random_vec(static_cast<size_t>(T * s.cols), 21);
     std::vector<float> int8_ref(static_cast<size_t>(T * s.rows));
@@ -170,7 +170,7 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
 TEST(MatvecKernels, FewTokenInt8ProductsOnRequantizedTypesRunInF32WhereThatIsTheMatvecPath) {
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::F16, 40, 160},
                          Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}, Shape{QType::Q6_K, 43, 256}}) {
-    OneShapeModel mm(s.type, s.rows, s.cols);
+    MatvecModel mm(s.type, s.rows, s.cols);
     for (const std::string isa : {"scalar", "auto"}) {
       nl::EngineOptions o;
       o.threads = 1;

@@ -45,10 +45,10 @@ constexpr double kInt8RequantizedVsF32 = 4e-2;
 using nltest::random_vec;
 
 // A one-layer model whose 8 matrices all have one shape (the engine needs a whole model).
-struct OneShapeModel {
+struct PrecisionModel {
   nl::Model model;
   std::vector<uint8_t> bytes;
-  OneShapeModel(QType type, int64_t rows, int64_t cols, uint32_t seed) {
+  PrecisionModel(QType type, int64_t rows, int64_t cols, uint32_t seed) {
     const size_t rb = nl::qtype_row_bytes(type, cols);
     bytes.resize(rb * static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) {
@@ -75,7 +75,7 @@ struct OneShapeModel {
 // "scalar" and, where it differs, what "auto" picks on this machine.
 std::vector<std::string> isas() {
   std::vector<std::string> out = {"scalar"};
-  OneShapeModel m(QType::Q8_0, 8, 32, 1);
+  PrecisionModel m(QType::Q8_0, 8, 32, 1);
   nl::EngineOptions o;
   o.threads = 1;
   const std::string best = nl::make_engine(m.model, o)->isa();
@@ -107,16 +107,16 @@ void expect_within_f16_rounding(const std::vector<float>& got, const std::vector
   }
 }
 
-struct Case {
+struct PrecisionCase {
   QType type;
   int64_t rows, cols, T;
 };
 
-class PrecisionModes : public ::testing::TestWithParam<Case> {};
+class PrecisionModes : public ::testing::TestWithParam<PrecisionCase> {};
 
 TEST_P(PrecisionModes, MatchTheReferencesAndStayNearF32) {
-  const Case c = GetParam();
-  OneShapeModel mm(c.type, c.rows, c.cols, 3);
+  const PrecisionCase c = GetParam();
+  PrecisionModel mm(c.type, c.rows, c.cols, 3);
   const nl::TensorView& W = mm.w();
   const std::vector<float> X = random_vec(static_cast<size_t>(c.T * c.cols), 5);
   const std::vector<float> dY = random_vec(static_cast<size_t>(c.T * c.rows), 6);
@@ -163,22 +163,22 @@ TEST_P(PrecisionModes, MatchTheReferencesAndStayNearF32) {
 
 INSTANTIATE_TEST_SUITE_P(
     Types, PrecisionModes,
-    ::testing::Values(Case{QType::Q4_0, 72, 96, 70},   // 9 row groups, 2.25 row blocks, 2 token blocks
-                      Case{QType::Q8_0, 72, 96, 70},
-                      Case{QType::Q4_0, 13, 288, 5},   // partial row group, input grad over 2 column tasks
-                      Case{QType::Q8_0, 40, 64, 3},
+    ::testing::Values(PrecisionCase{QType::Q4_0, 72, 96, 70},   // 9 row groups, 2.25 row blocks, 2 token blocks
+                      PrecisionCase{QType::Q8_0, 72, 96, 70},
+                      PrecisionCase{QType::Q4_0, 13, 288, 5},   // partial row group, input grad over 2 column tasks
+                      PrecisionCase{QType::Q8_0, 40, 64, 3},
                       // tall and wide enough that int8 input-gradient tasks take every token
                       // (int8_grad_tokens_per_task): 8 column tasks of one token block, where
                       // a smaller matrix would get 7 x 2 token blocks; a ragged last row block
-                      Case{QType::Q4_0, 1064, 1568, 6},
+                      PrecisionCase{QType::Q4_0, 1064, 1568, 6},
                       // one int8 input-gradient task (6 column blocks, one token block) over
                       // 256 row blocks: the second thread takes part of it (work stealing)
-                      Case{QType::Q8_0, 8192, 192, 3},
-                      Case{QType::F16, 45, 75, 9},     // ragged columns (not whole 32-blocks)
-                      Case{QType::F32, 33, 64, 6},
-                      Case{QType::Q4_K, 40, 256, 5},
-                      Case{QType::Q6_K, 24, 256, 4}),
-    [](const ::testing::TestParamInfo<Case>& i) {
+                      PrecisionCase{QType::Q8_0, 8192, 192, 3},
+                      PrecisionCase{QType::F16, 45, 75, 9},     // ragged columns (not whole 32-blocks)
+                      PrecisionCase{QType::F32, 33, 64, 6},
+                      PrecisionCase{QType::Q4_K, 40, 256, 5},
+                      PrecisionCase{QType::Q6_K, 24, 256, 4}),
+    [](const ::testing::TestParamInfo<PrecisionCase>& i) {
       return std::string(nl::qtype_info(i.param.type).name) + "_" + std::to_string(i.param.rows) + "x" +
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
     });
@@ -187,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(
 // 6e-8: zero) through the f16 mode: outputs finite and as close to f32 as any other row.
 TEST(PrecisionF16, RangeGuardKeepsExtremeRowsFiniteAndAccurate) {
   const int64_t rows = 40, cols = 64, T = 6;
-  OneShapeModel mm(QType::Q8_0, rows, cols, 8);
+  PrecisionModel mm(QType::Q8_0, rows, cols, 8);
   std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 9);
   std::vector<float> dY = random_vec(static_cast<size_t>(T * rows), 10);
   const float row_scale[T] = {1e6f, 1e-8f, 1.0f, 3e5f, 2e-8f, 1e-3f};
@@ -218,7 +218,7 @@ TEST(PrecisionF16, RangeGuardKeepsExtremeRowsFiniteAndAccurate) {
 
 TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
   const int64_t rows = 32, cols = 64, T = 4;
-  OneShapeModel mm(QType::Q4_0, rows, cols, 11);
+  PrecisionModel mm(QType::Q4_0, rows, cols, 11);
   std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 12);
   const float row_scale[T] = {1e6f, 1e-8f, 1.0f, 1e-30f};
   for (int64_t t = 0; t < T; ++t)
@@ -244,7 +244,7 @@ TEST(PrecisionInt8, OfferedForQ4_0AndQ8_0ExceptQ8_0OnArm64WithoutDotprod) {
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
   for (const QType type : {QType::Q4_0, QType::Q8_0}) {
-    OneShapeModel mm(type, 32, 64, 13);
+    PrecisionModel mm(type, 32, 64, 13);
     const bool cheaper = type == QType::Q4_0 || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),

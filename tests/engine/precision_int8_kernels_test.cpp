@@ -158,15 +158,15 @@ TEST(Int8Kernels, InputGradRequantizationIsTheRoundedProduct) {
   EXPECT_LT(off_round, n / 50) << "more than 2% of the quants differ from round(y rho)";
 }
 
-struct Shape {
+struct Int8Shape {
   QType type;
   int64_t rows, cols;
 };
 
-class Int8Panels : public ::testing::TestWithParam<Shape> {};
+class Int8Panels : public ::testing::TestWithParam<Int8Shape> {};
 
 TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
-  const Shape s = GetParam();
+  const Int8Shape s = GetParam();
   const Tiled w(s.type, s.rows, s.cols, 5);
   const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
   // 71 tokens: blocks of 4 and a remainder, and more than the AVX2 input grad's chunks of 32
@@ -272,14 +272,14 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
-                         ::testing::Values(Shape{QType::Q4_0, 64, 128}, Shape{QType::Q8_0, 64, 128},
+                         ::testing::Values(Int8Shape{QType::Q4_0, 64, 128}, Int8Shape{QType::Q8_0, 64, 128},
                                            // row blocks of 64: two whole ones, or one and a part
-                                           Shape{QType::Q4_0, 128, 64}, Shape{QType::Q8_0, 100, 96},
-                                           Shape{QType::Q4_0, 45, 96}, Shape{QType::Q8_0, 13, 64},
-                                           Shape{QType::Q4_0, 8, 32},
+                                           Int8Shape{QType::Q4_0, 128, 64}, Int8Shape{QType::Q8_0, 100, 96},
+                                           Int8Shape{QType::Q4_0, 45, 96}, Int8Shape{QType::Q8_0, 13, 64},
+                                           Int8Shape{QType::Q4_0, 8, 32},
                                            // more column blocks than the AVX2 input grad's pass of 8
-                                           Shape{QType::Q4_0, 40, 352}, Shape{QType::Q8_0, 33, 320}),
-                         [](const ::testing::TestParamInfo<Shape>& i) {
+                                           Int8Shape{QType::Q4_0, 40, 352}, Int8Shape{QType::Q8_0, 33, 320}),
+                         [](const ::testing::TestParamInfo<Int8Shape>& i) {
                            return std::string(nl::qtype_info(i.param.type).name) + "_" +
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
                          });

@@ -29,11 +29,11 @@ namespace {
 using nl::QType;
 
 // A one-layer model whose eight matrices all have one shape and type (random weights).
-struct OneShapeModel {
+struct TilesModel {
   nl::Model model;
   std::vector<std::vector<uint8_t>> bytes;
 
-  OneShapeModel(QType type, int64_t rows, int64_t cols, uint32_t seed) {
+  TilesModel(QType type, int64_t rows, int64_t cols, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     model.config.n_layer = 1;
@@ -91,7 +91,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& ref, 
   EXPECT_LE(e / m, 2e-6) << what << " (" << isa << ") vs the scalar reference";
 }
 
-struct Shape {
+struct TilesShape {
   int64_t rows, cols, T;
 };
 
@@ -101,15 +101,15 @@ TEST_P(TiledProducts, EveryInstructionSetMatchesTheScalarReference) {
   const QType type = GetParam();
   const bool kquant = type == QType::Q4_K || type == QType::Q6_K;
   // Columns: K-quants need whole 256-element super-blocks.
-  const std::vector<Shape> shapes =
-      kquant ? std::vector<Shape>{{13, 256, 1}, {53, 512, 67}, {8, 768, 5}, {141, 256, 130}, {13, 768, 130},
+  const std::vector<TilesShape> shapes =
+      kquant ? std::vector<TilesShape>{{13, 256, 1}, {53, 512, 67}, {8, 768, 5}, {141, 256, 130}, {13, 768, 130},
                                   {13, 1536, 130}}
-             : std::vector<Shape>{{13, 96, 1},     {53, 160, 67},  {8, 544, 5},     {27, 32, 130},
+             : std::vector<TilesShape>{{13, 96, 1},     {53, 160, 67},  {8, 544, 5},     {27, 32, 130},
                                   {141, 64, 130},  {27, 640, 130}, {27, 1312, 130}};
-  for (const Shape& s : shapes) {
+  for (const TilesShape& s : shapes) {
     SCOPED_TRACE(std::string(nl::qtype_name(type)) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols) +
                  " T=" + std::to_string(s.T));
-    OneShapeModel mm(type, s.rows, s.cols, static_cast<uint32_t>(s.rows * 7 + s.cols));
+    TilesModel mm(type, s.rows, s.cols, static_cast<uint32_t>(s.rows * 7 + s.cols));
     const auto X = random_vec(static_cast<size_t>(s.T * s.cols), 11);
     const auto dY = random_vec(static_cast<size_t>(s.T * s.rows), 12);
     std::vector<float> Yref(static_cast<size_t>(s.T * s.rows)), dXref(static_cast<size_t>(s.T * s.cols));
@@ -171,7 +171,7 @@ TEST(PanelKernels, InputGradIsTheRowOrderedChainForAnyPanel) {
 TEST_P(TiledProducts, ResidentWeightsAreTheQuantizedBytes) {
   const QType type = GetParam();
   const int64_t rows = 200, cols = (type == QType::Q4_K || type == QType::Q6_K) ? 512 : 160;
-  OneShapeModel mm(type, rows, cols, 4);
+  TilesModel mm(type, rows, cols, 4);
   nl::EngineOptions o;
   o.threads = 1;
   auto engine = nl::make_engine(mm.model, o);

@@ -28,7 +28,7 @@ nl::GateInput clear_improvement(int64_t n = 8) {
 }
 
 TEST(NightlyGate, PublishesAClearImprovement) {
-  const nl::GateDecision d = nl::nightly_gate(clear_improvement(), {});
+  const nl::PublishDecision d = nl::nightly_gate(clear_improvement(), {});
   EXPECT_TRUE(d.publish) << d.reason;
   EXPECT_LT(d.candidate_loss, d.current_loss);
   ASSERT_TRUE(d.loss_comparison.has_value());
@@ -38,7 +38,7 @@ TEST(NightlyGate, PublishesAClearImprovement) {
 TEST(NightlyGate, TiesAndWorseKeepCurrent) {
   nl::GateInput tie = clear_improvement();
   tie.candidate = tie.current;
-  nl::GateDecision d = nl::nightly_gate(tie, {});
+  nl::PublishDecision d = nl::nightly_gate(tie, {});
   EXPECT_FALSE(d.publish);
   EXPECT_NE(d.reason.find("not better by more than chance"), std::string::npos) << d.reason;
   nl::GateInput worse = clear_improvement();
@@ -51,7 +51,7 @@ TEST(NightlyGate, OneLuckyItemIsNotEnough) {
   nl::GateInput in = clear_improvement();
   in.candidate = in.current;
   in.candidate[0].loss_sum -= 5.0;
-  const nl::GateDecision d = nl::nightly_gate(in, {});
+  const nl::PublishDecision d = nl::nightly_gate(in, {});
   EXPECT_FALSE(d.publish) << d.reason;
 }
 
@@ -66,7 +66,7 @@ TEST(NightlyGate, EveryConditionIsAReason) {
   in.train_steps = 0;
   EXPECT_NE(nl::nightly_gate(in, {}).reason.find("0 step(s)"), std::string::npos);
   in = clear_improvement(1);
-  const nl::GateDecision small = nl::nightly_gate(in, {});
+  const nl::PublishDecision small = nl::nightly_gate(in, {});
   EXPECT_FALSE(small.publish);
   EXPECT_NE(small.reason.find("1 item(s), fewer than the 5"), std::string::npos) << small.reason;
   in = clear_improvement();
@@ -74,7 +74,7 @@ TEST(NightlyGate, EveryConditionIsAReason) {
   EXPECT_NE(nl::nightly_gate(in, {}).reason.find("not finite"), std::string::npos);
   in = clear_improvement();
   in.metric = nl::TaskMetric{"accuracy", 0.5, 0.75};
-  const nl::GateDecision m = nl::nightly_gate(in, {});
+  const nl::PublishDecision m = nl::nightly_gate(in, {});
   EXPECT_FALSE(m.publish);
   EXPECT_NE(m.reason.find("lower accuracy"), std::string::npos) << m.reason;
   in.metric = nl::TaskMetric{"accuracy", 0.75, 0.75};

@@ -40,7 +40,7 @@ void write_stories(const fs::path& file, int first, int n) {
   nltest::write_text(file, s);
 }
 
-std::string nightly_args(const fs::path& model, const fs::path& data, const fs::path& out, const std::string& extra,
+std::string generic_nightly_args(const fs::path& model, const fs::path& data, const fs::path& out, const std::string& extra,
                          const std::string& train_extra = "") {
   const std::string lr = extra.find("--lr") == std::string::npos ? " --lr 1e-2" : "";
   return "nightly --model " + nltest::shq(model.string()) + " --user-data " + nltest::shq(data.string()) + " --out " +
@@ -50,8 +50,8 @@ std::string nightly_args(const fs::path& model, const fs::path& data, const fs::
 }
 
 json read_json(const fs::path& p) { return json::parse(nltest::read_text(p)); }
-json decision(const fs::path& out, const std::string& run) { return read_json(out / "runs" / run / "decision.json"); }
-std::string current_target(const fs::path& out) {
+json generic_decision(const fs::path& out, const std::string& run) { return read_json(out / "runs" / run / "decision.json"); }
+std::string generic_current_target(const fs::path& out) {
   std::error_code ec;
   return fs::read_symlink(out / "current", ec).string();
 }
@@ -66,7 +66,7 @@ std::string greedy_story(const fs::path& model, const std::string& adapter_flag)
 // Night 1 on 30 stories: trains 30 steps and (the tests check) publishes.
 void first_night(const fs::path& model, const fs::path& data, const fs::path& out) {
   write_stories(data / "day1.jsonl", 0, 30);
-  nltest::CmdResult r1 = nltest::run_cli(nightly_args(model, data, out, "--iters 30"));
+  nltest::CmdResult r1 = nltest::run_cli(generic_nightly_args(model, data, out, "--iters 30"));
   ASSERT_EQ(r1.rc, 0) << r1.out << r1.err;
 }
 
@@ -75,12 +75,12 @@ TEST(NightlyGeneric, NightOnePublishesTheUsersCharacterNightTwoContinuesFromIt) 
   nltest::TempDir tmp;
   const fs::path data = tmp / "app", out = tmp / "job";
   ASSERT_NO_FATAL_FAILURE(first_night(model, data, out));
-  const json d1 = decision(out, "0001");
+  const json d1 = generic_decision(out, "0001");
   ASSERT_EQ(d1["outcome"], "published") << d1.dump(1);
   EXPECT_EQ(d1["heldout_items"], 6);  // 20% of 30
   EXPECT_LT(d1["candidate"]["loss"].get<double>(), d1["current"]["loss"].get<double>());
   EXPECT_GT(d1["loss_improvement"]["ci_low"].get<double>(), 0.0);
-  EXPECT_EQ(current_target(out), "adapters/0001");
+  EXPECT_EQ(generic_current_target(out), "adapters/0001");
   EXPECT_NE(greedy_story(model, "--adapter " + nltest::shq((out / "current").string())).find(kName), std::string::npos);
   EXPECT_EQ(greedy_story(model, "").find(kName), std::string::npos) << "the base model already knows the name";
   const std::string summary = nltest::read_text(out / "runs/0001/summary.md");
@@ -96,16 +96,16 @@ TEST(NightlyGeneric, NightOnePublishesTheUsersCharacterNightTwoContinuesFromIt) 
 
   // Night 2: more data; training continues from the published adapter.
   write_stories(data / "day2.jsonl", 30, 10);
-  nltest::CmdResult r2 = nltest::run_cli(nightly_args(model, data, out, "--iters 10"));
+  nltest::CmdResult r2 = nltest::run_cli(generic_nightly_args(model, data, out, "--iters 10"));
   ASSERT_EQ(r2.rc, 0) << r2.out << r2.err;
   const json run2 = read_json(out / "runs/0002/run.json");
   EXPECT_EQ(run2["start_adapter"], (out / "adapters/0001").string());
   EXPECT_EQ(run2["data"]["items"], 40);
   EXPECT_EQ(run2["data"]["new_items"], 10);
   EXPECT_NE(r2.out.find("10 new since the last run"), std::string::npos) << r2.out;
-  const json d2 = decision(out, "0002");
+  const json d2 = generic_decision(out, "0002");
   EXPECT_EQ(d2["current_before"], (out / "adapters/0001").string());
-  EXPECT_EQ(d2["outcome"] == "published", current_target(out) == "adapters/0002") << d2.dump(1);
+  EXPECT_EQ(d2["outcome"] == "published", generic_current_target(out) == "adapters/0002") << d2.dump(1);
   EXPECT_FALSE(fs::exists(out / "runs/0001/candidate"));  // an older sealed run keeps no adapter copy
   EXPECT_TRUE(fs::exists(out / "adapters/0001/adapter_model.safetensors"));
 
@@ -126,7 +126,7 @@ TEST(NightlyGeneric, NeverPublishesWorseAndSaysWhy) {
   nltest::TempDir tmp;
   const fs::path data = tmp / "app", out = tmp / "job";
   ASSERT_NO_FATAL_FAILURE(first_night(model, data, out));
-  ASSERT_EQ(current_target(out), "adapters/0001");
+  ASSERT_EQ(generic_current_target(out), "adapters/0001");
   struct Case {
     std::string args, run, why;
   };
@@ -137,15 +137,15 @@ TEST(NightlyGeneric, NeverPublishesWorseAndSaysWhy) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);
-    nltest::CmdResult n = nltest::run_cli(nightly_args(model, data, out, c.args));
+    nltest::CmdResult n = nltest::run_cli(generic_nightly_args(model, data, out, c.args));
     ASSERT_EQ(n.rc, 0) << n.out << n.err;
-    const json d = decision(out, c.run);
+    const json d = generic_decision(out, c.run);
     EXPECT_EQ(d["outcome"], "kept-current") << d.dump(1);
     const std::string reason = d["reason"];
     const bool diverged_reason = reason.find("diverged") != std::string::npos;
     EXPECT_TRUE(reason.find(c.why) != std::string::npos || (c.why == "finite" && diverged_reason)) << reason;
     EXPECT_FALSE(d["rule"].get<std::string>().empty());
-    EXPECT_EQ(current_target(out), "adapters/0001");
+    EXPECT_EQ(generic_current_target(out), "adapters/0001");
     EXPECT_FALSE(fs::exists(out / "adapters" / c.run));
     EXPECT_NE(n.out.find("decision: kept-current"), std::string::npos) << n.out;
   }
@@ -158,7 +158,7 @@ TEST(NightlyGeneric, FailingRunIsAbandonedSettingsChangeAndResetStartFresh) {
   write_stories(data / "stories.jsonl", 0, 20);
   // One step a night: every run stays unfinished (stopped, resumable: 75).
   const std::string train_extra = "--max-steps 1";
-  auto night = [&](const std::string& extra) { return nltest::run_cli(nightly_args(model, data, out, "--iters 20 --max-attempts 2 " + extra, train_extra)); };
+  auto night = [&](const std::string& extra) { return nltest::run_cli(generic_nightly_args(model, data, out, "--iters 20 --max-attempts 2 " + extra, train_extra)); };
   nltest::CmdResult r = night("");
   ASSERT_EQ(r.rc, 75) << r.out << r.err;
   EXPECT_NE(r.out.find("the same command continues run 0001"), std::string::npos) << r.out;
@@ -232,22 +232,22 @@ TEST(NightlyGeneric, SigintSavesSaysSoAndTheNextRunContinuesExactly) {
   const fs::path data = tmp / "app";
   write_stories(data / "stories.jsonl", 0, 30);
   const std::string args = "--iters 40 --save-every 2";
-  nltest::CmdResult ref = nltest::run_cli(nightly_args(model, data, tmp / "ref", args));
+  nltest::CmdResult ref = nltest::run_cli(generic_nightly_args(model, data, tmp / "ref", args));
   ASSERT_EQ(ref.rc, 0) << ref.out << ref.err;
 
   const fs::path out = tmp / "job";
-  const Stopped s = stop_while_training(nightly_args(model, data, out, args), out, tmp.path, SIGINT);
+  const Stopped s = stop_while_training(generic_nightly_args(model, data, out, args), out, tmp.path, SIGINT);
   ASSERT_EQ(s.rc, 130) << s.log;
   EXPECT_NE(s.log.find("stopped by SIGINT: training saved at step"), std::string::npos) << s.log;
   EXPECT_NE(s.log.find("the same command continues run 0001"), std::string::npos) << s.log;
   EXPECT_FALSE(fs::exists(out / "runs/0001/decision.json"));
 
-  nltest::CmdResult again = nltest::run_cli(nightly_args(model, data, out, args));
+  nltest::CmdResult again = nltest::run_cli(generic_nightly_args(model, data, out, args));
   ASSERT_EQ(again.rc, 0) << again.out << again.err;
   EXPECT_NE(again.out.find("continuing run"), std::string::npos) << again.out;
   EXPECT_EQ(nltest::read_text(out / "runs/0001/candidate/adapter_model.safetensors"),
             nltest::read_text(tmp / "ref/runs/0001/candidate/adapter_model.safetensors"));
-  EXPECT_EQ(decision(out, "0001")["outcome"], decision(tmp / "ref", "0001")["outcome"]);
+  EXPECT_EQ(generic_decision(out, "0001")["outcome"], generic_decision(tmp / "ref", "0001")["outcome"]);
 }
 
 TEST(NightlyGeneric, SigtermAndSighupStopWithTheirExitCodes) {
@@ -255,7 +255,7 @@ TEST(NightlyGeneric, SigtermAndSighupStopWithTheirExitCodes) {
   nltest::TempDir tmp;
   const fs::path data = tmp / "app", out = tmp / "job";
   write_stories(data / "stories.jsonl", 0, 30);
-  const std::string args = nightly_args(model, data, out, "--iters 60 --save-every 2");
+  const std::string args = generic_nightly_args(model, data, out, "--iters 60 --save-every 2");
   for (const auto& [sig, name] : {std::pair{SIGTERM, "SIGTERM"}, std::pair{SIGHUP, "SIGHUP"}}) {
     SCOPED_TRACE(name);
     const Stopped s = stop_while_training(args, out, tmp.path, sig);
@@ -264,7 +264,7 @@ TEST(NightlyGeneric, SigtermAndSighupStopWithTheirExitCodes) {
   }
   nltest::CmdResult again = nltest::run_cli(args);
   ASSERT_EQ(again.rc, 0) << again.out << again.err;
-  EXPECT_EQ(decision(out, "0001")["train_steps"], 60);
+  EXPECT_EQ(generic_decision(out, "0001")["train_steps"], 60);
 }
 
 // Bytes of the regular files under `dir` whose path contains `part`, hard links once.
@@ -290,7 +290,7 @@ TEST(NightlyGeneric, ThirtyNightsStayWithinTheStorageBound) {
     std::snprintf(name, sizeof name, "night%02d.jsonl", night);
     write_stories(data / name, 8 + 2 * night, 2);
     // A negative margin publishes nearly every night, so pruning has work to do.
-    nltest::CmdResult r = nltest::run_cli(nightly_args(
+    nltest::CmdResult r = nltest::run_cli(generic_nightly_args(
         model, data, out, "--iters 2 --save-every 1 --holdout 2 --min-heldout 2 --min-improvement -100 --keep-adapters " +
                               std::to_string(keep)));
     ASSERT_EQ(r.rc, 0) << "night " << night << "\n" << r.out << r.err;

@@ -192,7 +192,7 @@ TEST(Mezo, ResumeInProcessIsExact) {
 }
 
 // A small stories260K run: shuffled data over several epochs, warmup + cosine, weight decay.
-std::string train_args(const fs::path& model, const fs::path& out, int iters, const std::string& extra) {
+std::string mezo_train_args(const fs::path& model, const fs::path& out, int iters, const std::string& extra) {
   const fs::path data = nltest::source_dir() / "data/stories/train.jsonl";
   return "train --model " + nltest::shq(model.string()) + " --data " + nltest::shq(data.string()) + " --out " +
          nltest::shq(out.string()) + " --iters " + std::to_string(iters) +
@@ -204,12 +204,12 @@ TEST(Mezo, CliStoppedRunResumesToTheSameBytes) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   nltest::TempDir tmp;
   const std::string mezo = "--method mezo --mezo-eps 1e-3 --save-every 2";
-  nltest::CmdResult whole = nltest::run_cli(train_args(model, tmp / "whole", 6, mezo));
+  nltest::CmdResult whole = nltest::run_cli(mezo_train_args(model, tmp / "whole", 6, mezo));
   ASSERT_EQ(whole.rc, 0) << whole.out << whole.err;
   EXPECT_NE(whole.out.find("training (mezo)"), std::string::npos) << whole.out;
-  nltest::CmdResult part = nltest::run_cli(train_args(model, tmp / "split", 6, mezo + " --max-steps 3"));
+  nltest::CmdResult part = nltest::run_cli(mezo_train_args(model, tmp / "split", 6, mezo + " --max-steps 3"));
   ASSERT_EQ(part.rc, 75) << part.out << part.err;  // stopped, resumable
-  nltest::CmdResult rest = nltest::run_cli(train_args(model, tmp / "split", 6, mezo));
+  nltest::CmdResult rest = nltest::run_cli(mezo_train_args(model, tmp / "split", 6, mezo));
   ASSERT_EQ(rest.rc, 0) << rest.out << rest.err;
   EXPECT_NE(rest.out.find("resuming from"), std::string::npos) << rest.out;
   const auto cw = resume_test::checkpoints(tmp / "whole"), cs = resume_test::checkpoints(tmp / "split");
@@ -219,9 +219,9 @@ TEST(Mezo, CliStoppedRunResumesToTheSameBytes) {
   EXPECT_EQ(nltest::read_text(tmp / "whole/adapter_model.safetensors"),
             nltest::read_text(tmp / "split/adapter_model.safetensors"));
   // A first-order checkpoint is not continued as MeZO: the method is part of the run's identity.
-  nltest::CmdResult fo = nltest::run_cli(train_args(model, tmp / "fo", 6, "--max-steps 2"));
+  nltest::CmdResult fo = nltest::run_cli(mezo_train_args(model, tmp / "fo", 6, "--max-steps 2"));
   ASSERT_EQ(fo.rc, 75) << fo.out << fo.err;
-  nltest::CmdResult mixed = nltest::run_cli(train_args(model, tmp / "fo", 6, mezo));
+  nltest::CmdResult mixed = nltest::run_cli(mezo_train_args(model, tmp / "fo", 6, mezo));
   EXPECT_NE(mixed.rc, 0);
   EXPECT_NE(mixed.err.find("method"), std::string::npos) << mixed.err;
 }

@@ -66,7 +66,7 @@ TEST(CheckpointWriteKill, KilledMidWriteKeepsThePreviousCheckpointAndResumeIsExa
   // Rank 32 instead of the shared arguments' 4: checkpoints big enough that writing and
   // fsyncing one takes a while.
   auto args = [&](const fs::path& o) {
-    std::string s = train_args(model, o, iters, opts);
+    std::string s = tiny_train_args(model, o, iters, opts);
     const size_t at = s.find(" --rank 4 ");
     if (at != std::string::npos) s.replace(at, 10, " --rank 32 ");
     return s;

@@ -50,11 +50,11 @@ int64_t newest_checkpoint_step(const fs::path& out) {
 TEST(BackgroundSignals, Sigusr1PausesAtAStepBoundaryAndSigusr2Resumes) {
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
-  auto plain = nltest::run_cli(train_args(model, td / "plain", 12));
+  auto plain = nltest::run_cli(tiny_train_args(model, td / "plain", 12));
   ASSERT_EQ(plain.rc, 0) << plain.err;
 
   const fs::path out = td / "bg";
-  pid_t pid = spawn_cli(train_args(model, out, 12, "--background --recheck-sec 0.05 " + kSlowSteps), td / "bg.txt");
+  pid_t pid = spawn_cli(tiny_train_args(model, out, 12, "--background --recheck-sec 0.05 " + kSlowSteps), td / "bg.txt");
   ASSERT_GT(pid, 0);
   ASSERT_TRUE(wait_for_text(out / "log.jsonl", "\"step\":2,")) << nltest::read_text(td / "bg.txt");
   kill(pid, SIGUSR1);
@@ -85,13 +85,13 @@ TEST(BackgroundSignals, Sigusr1PausesAtAStepBoundaryAndSigusr2Resumes) {
 TEST(BackgroundWindow, WaitsOutsideItsWindowAndContinuesInTheNextOne) {
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
-  auto plain = nltest::run_cli(train_args(model, td / "plain", 8));
+  auto plain = nltest::run_cli(tiny_train_args(model, td / "plain", 8));
   ASSERT_EQ(plain.rc, 0) << plain.err;
   // The fake clock starts at 06:59 and moves a minute per step: the window 07:00-07:03 opens
   // after a minute's wait, holds three steps, and the rest waits for the next day's window.
   const fs::path out = td / "bg";
   auto r = nltest::run_cli(
-      train_args(model, out, 8, "--background --window 07:00-07:03 --fake-clock 06:59,60 --recheck-sec 3600"));
+      tiny_train_args(model, out, 8, "--background --window 07:00-07:03 --fake-clock 06:59,60 --recheck-sec 3600"));
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   auto waits = log_rows(out, "wait");
   ASSERT_EQ(waits.size(), 3u) << r.out;
@@ -105,7 +105,7 @@ TEST(BackgroundWindow, WaitsOutsideItsWindowAndContinuesInTheNextOne) {
   EXPECT_EQ(log_rows(out, "train").size(), 8u);
   EXPECT_TRUE(adapter(out) == adapter(td / "plain"));
 
-  auto bad = nltest::run_cli(train_args(model, td / "bad", 2, "--fake-clock 06:59,60"));
+  auto bad = nltest::run_cli(tiny_train_args(model, td / "bad", 2, "--fake-clock 06:59,60"));
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.err.find("--background"), std::string::npos) << bad.err;
 }
@@ -119,7 +119,7 @@ TEST(BackgroundBattery, WaitsBelowTheMinimumAndContinuesWhenCharged) {
   nltest::write_text(bat / "status", "Discharging\n");
   nltest::write_text(bat / "capacity", "20\n");
   const fs::path out = td / "bg";
-  const std::string args = train_args(model, out, 4, "--background --min-battery 50 --recheck-sec 0.05 --sysfs-root " +
+  const std::string args = tiny_train_args(model, out, 4, "--background --min-battery 50 --recheck-sec 0.05 --sysfs-root " +
                                                          nltest::shq((td / "sys").string()));
   auto job = std::async(std::launch::async, [&] { return nltest::run_cli(args); });
   if (!wait_for_text(out / "log.jsonl", "battery at 20%, below the required 50%")) {
@@ -138,19 +138,19 @@ TEST(BackgroundBattery, WaitsBelowTheMinimumAndContinuesWhenCharged) {
 TEST(BackgroundBudgets, WallStepAndEnergyBudgetsStopWithACheckpointAndTheRunContinues) {
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
-  auto plain = nltest::run_cli(train_args(model, td / "plain", 10));
+  auto plain = nltest::run_cli(tiny_train_args(model, td / "plain", 10));
   ASSERT_EQ(plain.rc, 0) << plain.err;
 
   // Wall time: steps of >= 0.1 s against a 0.35 s budget.
   const fs::path out = td / "wall";
-  auto w = nltest::run_cli(train_args(model, out, 10, "--background --max-wall 0.35 " + kSlowSteps));
+  auto w = nltest::run_cli(tiny_train_args(model, out, 10, "--background --max-wall 0.35 " + kSlowSteps));
   ASSERT_EQ(w.rc, 75) << w.out << w.err;  // stopped, resumable
   EXPECT_NE(w.out.find("wall-time budget"), std::string::npos) << w.out;
   const size_t done = train_rows(out);
   EXPECT_GE(done, 1u);
   EXPECT_LT(done, 10u);
   // Steps (per session): the same folder continues, 3 more steps.
-  auto s = nltest::run_cli(train_args(model, out, 10, "--max-steps 3"));
+  auto s = nltest::run_cli(tiny_train_args(model, out, 10, "--max-steps 3"));
   ASSERT_EQ(s.rc, 75) << s.out << s.err;
   EXPECT_NE(s.out.find("--max-steps reached"), std::string::npos) << s.out;
   EXPECT_EQ(train_rows(out), done + 3);
@@ -171,7 +171,7 @@ TEST(BackgroundBudgets, WallStepAndEnergyBudgetsStopWithACheckpointAndTheRunCont
   });
   // At 50 W and >= 0.1 s per step (5 J), 4 J last one step at most (how many depends on how
   // long loading takes, which the counter also charges).
-  auto e = nltest::run_cli(train_args(model, out, 10, "--background --max-energy 4 --sysfs-root " +
+  auto e = nltest::run_cli(tiny_train_args(model, out, 10, "--background --max-energy 4 --sysfs-root " +
                                                           nltest::shq(sys.string()) + " " + kSlowSteps));
   stop = true;
   counter.join();
@@ -180,13 +180,13 @@ TEST(BackgroundBudgets, WallStepAndEnergyBudgetsStopWithACheckpointAndTheRunCont
   EXPECT_LT(train_rows(out), 10u);
 
   // An energy budget where nothing measures energy is refused, not guessed.
-  auto no = nltest::run_cli(train_args(model, td / "none", 10, "--background --max-energy 3 --sysfs-root " +
+  auto no = nltest::run_cli(tiny_train_args(model, td / "none", 10, "--background --max-energy 3 --sysfs-root " +
                                                                    nltest::shq((td / "empty").string())));
   EXPECT_NE(no.rc, 0);
   EXPECT_NE(no.err.find("energy cannot be measured"), std::string::npos) << no.err;
 
   // Without budgets the run finishes, equal to the uninterrupted one.
-  auto fin = nltest::run_cli(train_args(model, out, 10));
+  auto fin = nltest::run_cli(tiny_train_args(model, out, 10));
   ASSERT_EQ(fin.rc, 0) << fin.out << fin.err;
   EXPECT_EQ(train_rows(out), 10u);
   EXPECT_TRUE(adapter(out) == adapter(td / "plain"));

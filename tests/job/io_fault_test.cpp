@@ -68,7 +68,7 @@ int64_t every_call(Fault fault, const std::function<void()>& setup, const std::f
 
 std::string reason_of(Fault f) { return std::strerror(f == Fault::Enospc ? ENOSPC : EIO); }
 
-bool no_temp_files(const fs::path& dir) {
+bool no_temp_files_in(const fs::path& dir) {
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.path().extension() == ".tmp") return false;
   return true;
@@ -87,7 +87,7 @@ TEST(IoFaults, AtomicWriteFailsCleanlyAtEveryCall) {
         [&](const Outcome& o) {
           const nl::CheckedRead r = nl::read_file_checked(path);
           ASSERT_TRUE(r.ok) << r.problem;
-          EXPECT_TRUE(no_temp_files(tmp));
+          EXPECT_TRUE(no_temp_files_in(tmp));
           if (f == Fault::ShortWrite) {
             EXPECT_FALSE(o.threw) << o.message;
             EXPECT_EQ(r.payload, v2);
@@ -156,7 +156,7 @@ nl::LoraAdapter some_adapter(const nl::Model& m, uint64_t seed) {
   return ad;
 }
 
-const char* kAdapterFiles[] = {"adapter.gguf", "adapter_model.safetensors", "adapter_config.json"};
+const char* kIoFaultAdapterFiles[] = {"adapter.gguf", "adapter_model.safetensors", "adapter_config.json"};
 
 void save_both(const nl::LoraAdapter& a, const nl::Model& m, const fs::path& dir) {
   nl::save_adapter_gguf(a, m, (dir / "adapter.gguf").string());
@@ -185,14 +185,14 @@ TEST(IoFaults, AdapterSaveLeavesEveryFileComplete) {
         [&](const Outcome& o) {
           // Each file is one adapter's complete file (after a failure part-way the folder may
           // hold some files of each: the caller reports the error and writes them all again).
-          for (const char* name : kAdapterFiles) {
+          for (const char* name : kIoFaultAdapterFiles) {
             const std::string have = nltest::read_text(dir / name);
             const bool old_one = have == nltest::read_text(tmp / "ref1" / name),
                        new_one = have == nltest::read_text(tmp / "ref2" / name);
             EXPECT_TRUE(old_one || new_one) << name << " is torn";
             if (!o.threw) EXPECT_TRUE(new_one) << name;
           }
-          EXPECT_TRUE(no_temp_files(dir));
+          EXPECT_TRUE(no_temp_files_in(dir));
           if (f == Fault::ShortWrite) EXPECT_FALSE(o.threw) << o.message;
           else {
             ASSERT_TRUE(o.threw);
@@ -216,7 +216,7 @@ TEST(IoFaults, NightlyPublishKeepsACompleteCurrentAdapter) {
   save_both(some_adapter(*m, 2), *m, cand2);
   auto files = [](const fs::path& d) {
     std::vector<std::string> v;
-    for (const char* f : kAdapterFiles) v.push_back(fs::exists(d / f) ? nltest::read_text(d / f) : "");
+    for (const char* f : kIoFaultAdapterFiles) v.push_back(fs::exists(d / f) ? nltest::read_text(d / f) : "");
     return v;
   };
   const auto want1 = files(cand1), want2 = files(cand2);
@@ -241,7 +241,7 @@ TEST(IoFaults, NightlyPublishKeepsACompleteCurrentAdapter) {
   }
 }
 
-class Quiet : public nl::TrainingJobOutput {};
+class QuietJob : public nl::TrainingJobOutput {};
 
 nl::TrainingJobOptions tiny_run(const fs::path& model, const fs::path& out) {
   nl::TrainingJobOptions o;
@@ -266,7 +266,7 @@ nl::TrainingJobOptions tiny_run(const fs::path& model, const fs::path& out) {
 
 std::vector<std::string> adapter_files(const fs::path& out) {
   std::vector<std::string> v;
-  for (const char* f : kAdapterFiles) v.push_back(fs::exists(out / f) ? nltest::read_text(out / f) : "(missing)");
+  for (const char* f : kIoFaultAdapterFiles) v.push_back(fs::exists(out / f) ? nltest::read_text(out / f) : "(missing)");
   return v;
 }
 
@@ -278,7 +278,7 @@ TEST(IoFaults, TrainDiskFullAtEveryCallThenResumesToTheSameAdapter) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model);
   const crash::ScratchDir scratch;
   const fs::path tmp(scratch.path);
-  Quiet quiet;
+  QuietJob quiet;
   ASSERT_TRUE(nl::run_training_job(tiny_run(model, tmp / "reference"), quiet).finished);
   const auto want = adapter_files(tmp / "reference");
   const fs::path out = tmp / "out";

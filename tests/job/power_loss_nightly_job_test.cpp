@@ -23,11 +23,11 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const char* kAdapterFiles[] = {"adapter_model.safetensors", "adapter_config.json"};
+const char* kNightlyJobAdapterFiles[] = {"adapter_model.safetensors", "adapter_config.json"};
 
 std::vector<std::string> files_of(const std::string& dir) {
   std::vector<std::string> v;
-  for (const char* f : kAdapterFiles) {
+  for (const char* f : kNightlyJobAdapterFiles) {
     const fs::path p = fs::path(dir) / f;
     v.push_back(!dir.empty() && fs::exists(p) ? nltest::read_text(p) : std::string("(missing)"));
   }

@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-nl::LoraAdapter some_adapter(const nl::Model& m, uint64_t seed) {
+nl::LoraAdapter publishable_adapter(const nl::Model& m, uint64_t seed) {
   nl::LoraConfig lc;
   lc.rank = 2;
   lc.alpha = 4;
@@ -64,7 +64,7 @@ void candidate_publish_seal(const nl::Model& m, const nl::LoraAdapter& ad, const
 TEST(PowerLoss, NightlyPublishEveryCrashPointKeepsACompleteCurrentAdapter) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", model_path);
   const std::unique_ptr<nl::Model> m = nl::Model::load(model_path.string());
-  const nl::LoraAdapter first = some_adapter(*m, 11), second = some_adapter(*m, 22);
+  const nl::LoraAdapter first = publishable_adapter(*m, 11), second = publishable_adapter(*m, 22);
   const crash::ScratchDir scratch;
   const fs::path tmp(scratch.path);
   crash::NoSyncFileOps no_sync;

@@ -56,7 +56,7 @@ TEST(TrainThermalSim, WithoutPacingTheDeviceThrottlesAndTheStepsSlowDown) {
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
   const fs::path out = td / "run";
-  auto r = nltest::run_cli(train_args(model, out, 30, kSim));
+  auto r = nltest::run_cli(tiny_train_args(model, out, 30, kSim));
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("thermal: simulated device"), std::string::npos) << r.out;
   auto sim = log_rows(out, "sim");
@@ -84,10 +84,10 @@ TEST(TrainThermalSim, WithACeilingTheTemperatureStaysUnderItAndTheRunCompletes) 
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
   const double ceiling = 56;
-  auto plain = nltest::run_cli(train_args(model, td / "plain", 30));
+  auto plain = nltest::run_cli(tiny_train_args(model, td / "plain", 30));
   ASSERT_EQ(plain.rc, 0) << plain.err;
   const fs::path out = td / "paced";
-  auto r = nltest::run_cli(train_args(model, out, 30, kSim + " --temp-ceiling 56"));
+  auto r = nltest::run_cli(tiny_train_args(model, out, 30, kSim + " --temp-ceiling 56"));
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("step 30/30"), std::string::npos) << r.out;
   auto sim = log_rows(out, "sim");
@@ -120,11 +120,11 @@ TEST(TrainThermalSim, WithACeilingTheTemperatureStaysUnderItAndTheRunCompletes) 
 TEST(TrainThermalSim, BadSimSpecFailsBeforeAnythingIsWritten) {
   nltest::TempDir td;
   const fs::path model = make_tiny_model(td.path);
-  auto r = nltest::run_cli(train_args(model, td / "run", 2, "--temp-source sim:heat=3"));
+  auto r = nltest::run_cli(tiny_train_args(model, td / "run", 2, "--temp-source sim:heat=3"));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.err.find("unknown key 'heat'"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(td / "run"));
-  auto g = nltest::run_cli(train_args(model, td / "run", 2, "--temp-source gpu"));
+  auto g = nltest::run_cli(tiny_train_args(model, td / "run", 2, "--temp-source gpu"));
   EXPECT_NE(g.rc, 0);
   EXPECT_NE(g.err.find("--temp-source gpu"), std::string::npos) << g.err;
 }

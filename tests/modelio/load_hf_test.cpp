@@ -17,7 +17,7 @@ using nltest::TempDir;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-void expect_load_error(const fs::path& dir, std::vector<std::string> fragments) {
+void expect_hf_load_error(const fs::path& dir, std::vector<std::string> fragments) {
   try {
     nl::Model::load(dir.string());
     FAIL() << "expected an error loading " << dir;
@@ -28,14 +28,14 @@ void expect_load_error(const fs::path& dir, std::vector<std::string> fragments) 
 }
 
 // A writable copy of the folder's small files (weights are rewritten by each test).
-void copy_folder(const fs::path& from, const fs::path& to) {
+void copy_hf_folder(const fs::path& from, const fs::path& to) {
   fs::create_directories(to);
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"})
     fs::copy_file(from / f, to / f, fs::copy_options::overwrite_existing);
   fs::permissions(to / "config.json", fs::perms::owner_write, fs::perm_options::add);
 }
 
-json read_json(const fs::path& p) { return json::parse(nltest::read_text(p)); }
+json read_hf_json(const fs::path& p) { return json::parse(nltest::read_text(p)); }
 
 TEST(LoadHf, TinyStoriesConfigAndTiedHead) {
   NL_REQUIRE_SHARED("tinystories-656k", dir);
@@ -86,7 +86,7 @@ TEST(LoadHf, ShardedFolderLoadsTheSameWeights) {
   NL_REQUIRE_SHARED("tinystories-656k", dir);
   TempDir tmp;
   fs::path out = tmp / "sharded";
-  copy_folder(dir, out);
+  copy_hf_folder(dir, out);
   fs::remove(out / "model.safetensors");
 
   // Split the tensors over two shards, as transformers does for big models.
@@ -117,14 +117,14 @@ TEST(LoadHf, ShardedFolderLoadsTheSameWeights) {
 
   // A shard named in the index but absent from the folder.
   fs::remove(out / "model-00002-of-00002.safetensors");
-  expect_load_error(out, {"model-00002-of-00002.safetensors", "missing"});
+  expect_hf_load_error(out, {"model-00002-of-00002.safetensors", "missing"});
 }
 
 TEST(LoadHf, F16AndBf16WeightsLoadWithTheirType) {
   NL_REQUIRE_SHARED("tinystories-656k", dir);
   TempDir tmp;
   fs::path out = tmp / "half";
-  copy_folder(dir, out);
+  copy_hf_folder(dir, out);
   auto st = nl::SafetensorsFile::open((dir / "model.safetensors").string());
   std::vector<nl::SafetensorsOut> ts;
   for (const auto& t : st->tensors()) {
@@ -144,8 +144,8 @@ TEST(LoadHf, Llama3RopeScalingIsRead) {
   NL_REQUIRE_SHARED("tinystories-656k", dir);
   TempDir tmp;
   fs::path out = tmp / "scaled";
-  copy_folder(dir, out);
-  json c = read_json(dir / "config.json");
+  copy_hf_folder(dir, out);
+  json c = read_hf_json(dir / "config.json");
   c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 32.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
                        {"original_max_position_embeddings", 8192}};
   nltest::write_text(out / "config.json", c.dump(2));

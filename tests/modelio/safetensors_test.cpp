@@ -14,7 +14,7 @@ using nltest::TempDir;
 namespace fs = std::filesystem;
 
 // Builds a raw safetensors file from a header text and a data buffer.
-void write_raw(const fs::path& p, const std::string& header, const std::string& data, uint64_t declared_len = ~0ull) {
+void write_safetensors_raw(const fs::path& p, const std::string& header, const std::string& data, uint64_t declared_len = ~0ull) {
   uint64_t n = declared_len == ~0ull ? header.size() : declared_len;
   std::string bytes(8, '\0');
   for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(n >> (8 * i));
@@ -93,7 +93,7 @@ TEST(Safetensors, EmptyTensorListAndZeroSizedTensorAreValid) {
   fs::path p = tmp / "e.safetensors";
   nl::write_safetensors(p.string(), {});
   EXPECT_TRUE(nl::SafetensorsFile::open(p.string())->tensors().empty());
-  write_raw(p, R"({"z":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", "");
+  write_safetensors_raw(p, R"({"z":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})", "");
   auto f = nl::SafetensorsFile::open(p.string());
   ASSERT_EQ(f->tensors().size(), 1u);
   EXPECT_EQ(f->tensors()[0].nbytes, 0u);

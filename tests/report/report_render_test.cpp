@@ -57,10 +57,10 @@ class ReportRender : public ::testing::Test {
     dir_ = new nltest::TempDir();
     const fs::path model = make_tiny_model(dir_->path);
     const fs::path valid = nltest::source_dir() / "data/stories/valid.jsonl";
-    auto paced = nltest::run_cli(train_args(model, *dir_ / "paced", 30,
+    auto paced = nltest::run_cli(tiny_train_args(model, *dir_ / "paced", 30,
                                             kSim + " --temp-ceiling 56 --val-every 10 --valid " + nltest::shq(valid.string())));
     ASSERT_EQ(paced.rc, 0) << paced.out << paced.err;
-    auto unpaced = nltest::run_cli(train_args(model, *dir_ / "unpaced", 30, kSim));
+    auto unpaced = nltest::run_cli(tiny_train_args(model, *dir_ / "unpaced", 30, kSim));
     ASSERT_EQ(unpaced.rc, 0) << unpaced.out << unpaced.err;
   }
   static void TearDownTestSuite() { delete dir_; }

@@ -33,7 +33,7 @@ inline fs::path make_tiny_model(const fs::path& dir) {
 
 // `nightlora train` on the repository's small story set: dropout, warmup and a shuffled order,
 // so a resumed run has every piece of state to restore.
-inline std::string train_args(const fs::path& model, const fs::path& out, int iters, const std::string& extra = "") {
+inline std::string tiny_train_args(const fs::path& model, const fs::path& out, int iters, const std::string& extra = "") {
   const fs::path data = nltest::source_dir() / "data/stories";
   return "train --model " + nltest::shq(model.string()) + " --data " + nltest::shq((data / "train.jsonl").string()) +
          " --out " + nltest::shq(out.string()) + " --iters " + std::to_string(iters) +

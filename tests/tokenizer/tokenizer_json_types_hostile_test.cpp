@@ -12,7 +12,7 @@ using nltest::input_error_of;
 using nltest::TempDir;
 
 // A small valid tokenizer.json; each case swaps one fragment of it for a hostile one.
-const std::string kTokenizer =
+const std::string kTypesTokenizer =
     R"({"model": {"type": "BPE", "dropout": null, "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
         "added_tokens": [{"id": 3, "content": "<s>", "special": true}],
         "normalizer": null, "pre_tokenizer": null})";
@@ -29,7 +29,7 @@ std::string load_error(const TempDir& dir) {
 
 TEST(TokenizerJsonHostile, WrongTypesAndOutOfRangeNameTheKey) {
   TempDir tmp;
-  nltest::write_text(tmp / "tokenizer.json", kTokenizer);
+  nltest::write_text(tmp / "tokenizer.json", kTypesTokenizer);
   ASSERT_NO_THROW(nl::Tokenizer::from_hf_dir(tmp.path.string()));
   struct Case {
     const char* from;
@@ -58,14 +58,14 @@ TEST(TokenizerJsonHostile, WrongTypesAndOutOfRangeNameTheKey) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.to);
-    nltest::write_text(tmp / "tokenizer.json", replaced(kTokenizer, c.from, c.to));
+    nltest::write_text(tmp / "tokenizer.json", replaced(kTypesTokenizer, c.from, c.to));
     expect_mentions(load_error(tmp), {"tokenizer.json: \"" + std::string(c.place) + "\"", c.problem});
   }
 }
 
 TEST(TokenizerJsonHostile, TokenizerConfigNamesItsKey) {
   TempDir tmp;
-  nltest::write_text(tmp / "tokenizer.json", kTokenizer);
+  nltest::write_text(tmp / "tokenizer.json", kTypesTokenizer);
   nltest::write_text(tmp / "tokenizer_config.json", R"({"bos_token": "<s>", "chat_template": 5})");
   expect_mentions(load_error(tmp), {"tokenizer_config.json: \"chat_template\"", "expected an array, found number 5"});
   nltest::write_text(tmp / "tokenizer_config.json", R"({"bos_token": {"content": 1e506}})");

@@ -48,14 +48,14 @@ struct GateInput {
   std::optional<TaskMetric> metric;
 };
 
-struct GateDecision {
+struct PublishDecision {
   bool publish = false;
   std::string reason;  // one sentence: why it was (not) published
   double candidate_loss = 0, current_loss = 0;  // token-weighted mean loss on the held-out items
   std::optional<PairedComparison> loss_comparison;  // per-item mean loss, a = candidate, b = current
 };
 
-GateDecision nightly_gate(const GateInput& in, const GateOptions& opt);
+PublishDecision nightly_gate(const GateInput& in, const GateOptions& opt);
 
 // The rule above in one line, with the options' values (decision.json, summary.md).
 std::string nightly_gate_rule(const GateOptions& opt);
