@@ -149,6 +149,10 @@ TEST_F(ServeRefusals, MalformedJsonAndWrongTypesAre400s) {
       {"/v1/chat/completions", "{" + m + ", \"messages\": []}", "messages"},
       {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role"},
       {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content"},
+      // A text part whose type is not a string (nlohmann's value() threw: a 500 before).
+      {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": 5, \"text\": \"x\"}]}]}",
+       "messages[0].content"},
+      {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": 7, \"content\": \"x\"}]}", "messages[0].role"},
       {"/v1/fine_tuning/jobs", "{" + m + ", \"training_file\": 5}", "training_file"},
       {"/v1/fine_tuning/jobs", "{" + m + ", \"training_file\": \"f\", \"hyperparameters\": []}", "hyperparameters"},
   };
