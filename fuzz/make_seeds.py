@@ -193,6 +193,16 @@ entries = [b"{", b"}", b"[", b"]", b":", b",", b'""', b"null", b"true", b"false"
 entries += [('"' + w + '"').encode() for w in json_words]
 write_dict("json.dict", entries)
 
+# Seeds kept as committed (not generated here): the --config TOML files of tests/cli and
+# docs/PERSONALIZATION.md, and run folders (log.jsonl "\n----\n" run.json) of real `train`
+# runs (one with validation, one stopped, resumed and paced by the simulated sensor), and a
+# nightly job's state files (a published, a failed and an abandoned run).
+for target in ("config_toml", "run_folder", "nightly_status"):
+    src = os.path.join(repo, "fuzz", "corpus", target)
+    for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        with open(os.path.join(src, name), "rb") as f:
+            put(target, name, f.read())
+
 # serve's request fields (serve.dict): the keys and values its readers look for, JSON's
 # tokens, and the upload's field separator (serve_request_fuzz.cpp).
 serve_words = literals(["src/serve/completion_fields.cpp", "src/serve/fine_tuning_request.cpp",

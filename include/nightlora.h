@@ -14,7 +14,9 @@
  *  - Options structs begin with `struct_size`: fill them with the *_init function (which
  *    sets every default, equal to the CLI's) and change what you need. Fields past an older
  *    caller's struct_size take their defaults, so the structs can grow without breaking
- *    programs built against this header.
+ *    programs built against this header. Fields are only ever appended; a library older
+ *    than the header refuses a struct_size larger than it knows (NL_ERR_INVALID_ARGUMENT),
+ *    so a program that needs a later field learns so from the status, never by misreading.
  *  - Strings are UTF-8 and NUL-terminated. Strings the library returns in a struct are
  *    owned by that struct (freed by its *_free function) or, for const char* returns, live
  *    as long as the library.
@@ -96,7 +98,7 @@ NL_API nl_status nl_model_load(const char* path, const nl_model_options* options
 
 /* Releases the handle. Calls already running on it finish first, and adapters and jobs made
  * from it keep the model loaded until they are freed too. The handle may not be used again.
- * NULL is accepted (and does nothing). */
+ * NULL is accepted (and does nothing). Any thread. */
 NL_API nl_status nl_model_free(nl_model* model);
 
 typedef struct nl_model_info {
@@ -123,7 +125,8 @@ NL_API nl_status nl_adapter_load(nl_model* model, const char* path, float scale,
 NL_API nl_status nl_adapter_set_scale(nl_adapter* adapter, float scale);
 NL_API nl_status nl_adapter_get_scale(const nl_adapter* adapter, float* scale);
 
-/* Unloads it. Generations already running with it finish with it. NULL is accepted. */
+/* Unloads it. Generations already running with it finish with it. NULL is accepted. Any
+ * thread. */
 NL_API nl_status nl_adapter_free(nl_adapter* adapter);
 
 /* ---- Generation ------------------------------------------------------------------------ */
@@ -214,6 +217,8 @@ NL_API void nl_generation_free(nl_generation* generation);
  * background thread. */
 typedef struct nl_job nl_job;
 
+/* The figures of an optimizer step (the first version's progress report; nl_train_event
+ * below carries these and more). The numbers are the step's log.jsonl row's. */
 typedef struct nl_train_progress {
   int64_t step;        /* optimizer steps done */
   int64_t total_steps;
@@ -227,6 +232,45 @@ typedef struct nl_train_progress {
 /* After each optimizer step, on the job's thread. */
 typedef void (*nl_progress_callback)(void* user_data, const nl_train_progress* progress);
 
+/* What an nl_train_event reports. */
+typedef enum nl_train_event_kind {
+  NL_TRAIN_EVENT_STEP = 0,       /* an optimizer step finished (status: its status line) */
+  NL_TRAIN_EVENT_VALIDATION = 1, /* the validation set was scored: val_loss is the new figure */
+  NL_TRAIN_EVENT_CHECKPOINT = 2, /* a checkpoint of `step` was written */
+  /* The job waits (paused 1, reason: why: on battery, outside the time window, ..., or
+   * "paused by the caller" for nl_job_pause), or goes on again (paused 0). */
+  NL_TRAIN_EVENT_WAITING = 3,
+  NL_TRAIN_EVENT_PACING = 4      /* thermal pacing idled idle_seconds after `step` (reason: why) */
+} nl_train_event_kind;
+
+/* Where a training job stands. Every number is the one the run's log.jsonl records for the
+ * same event ("train", "val", "wait" and "pace" rows), so no log reader is needed. Fields
+ * added later are appended; struct_size says how many bytes the library filled (a library
+ * older than your header fills fewer: read the fields that fit in struct_size). */
+typedef struct nl_train_event {
+  uint32_t struct_size; /* bytes filled (sizeof(nl_train_event) of the library's version) */
+  int32_t kind;         /* nl_train_event_kind */
+  int64_t step;         /* optimizer steps done (the event's step) */
+  int64_t total_steps;
+  int64_t epoch;        /* 0-based epoch of the last step's last example */
+  /* The last step's figures (NaN before this session's first step). */
+  double loss;
+  double lr;
+  double grad_norm;
+  double tokens_per_second;
+  int32_t skipped;      /* 1: the divergence guard refused the last step (its loss may be NaN) */
+  int32_t paused;       /* 1 while the job waits (see NL_TRAIN_EVENT_WAITING) */
+  double val_loss;      /* the last validation loss of this session; NaN before the first */
+  double elapsed_seconds; /* training time so far, earlier sessions of the run included */
+  double idle_seconds;  /* NL_TRAIN_EVENT_PACING: idle time after the step; else 0 */
+  char reason[256];     /* WAITING, PACING: why; else "" */
+  char status[256];     /* STEP: the CLI's status line; else "" */
+} nl_train_event;
+
+/* Each event of the job (steps, validations, checkpoints, waits, pacing), on the job's
+ * thread; `event` lives for the call. */
+typedef void (*nl_train_event_callback)(void* user_data, const nl_train_event* event);
+
 typedef enum nl_log_level { NL_LOG_INFO = 0, NL_LOG_WARNING = 1 } nl_log_level;
 /* Each line the CLI prints (what was loaded, plans, validation, saving; warnings), on the
  * job's thread. */
@@ -236,7 +280,8 @@ typedef struct nl_train_callbacks {
   uint32_t struct_size; /* sizeof(nl_train_callbacks) */
   nl_progress_callback on_progress; /* may be NULL */
   nl_log_callback on_log;           /* may be NULL */
-  void* user_data;
+  void* user_data;                  /* passed to every callback */
+  nl_train_event_callback on_event; /* may be NULL (a later field: see struct_size) */
 } nl_train_callbacks;
 
 /* Any thread. */
@@ -285,18 +330,27 @@ NL_API nl_status nl_job_cancel(nl_job* job);
  * progress may be NULL. Any thread. */
 NL_API nl_status nl_job_get_state(nl_job* job, int32_t* state, nl_train_progress* progress);
 
+/* The job's latest event (as on_event last saw it; before the first: step and total 0, kind
+ * NL_TRAIN_EVENT_STEP, NaN figures; while nl_job_pause holds the job: WAITING, paused 1).
+ * Set out->struct_size to sizeof(nl_train_event) first; on return it is the number of bytes
+ * filled (fewer when the library is older than your header). Any thread. */
+NL_API nl_status nl_job_get_event(nl_job* job, nl_train_event* out);
+
 /* Blocks until the job ends, then fills *result (may be NULL). Returns NL_OK when the run
  * ended normally (finished, diverged or stopped: see the result), or the job's error (bad
  * data, busy folder, ...) with nl_last_error() set on the calling thread. May be called
- * again, from any thread, with the same answer. */
+ * again, from any thread, with the same answer; from the job's own callbacks it returns
+ * NL_ERR_STATE (the job would wait for itself). */
 NL_API nl_status nl_job_wait(nl_job* job, nl_train_result* result);
 
 /* Cancels the job if it is still running, waits for it, and releases the handle. NULL is
- * accepted. Any thread (a wait still running on another thread finishes first), but not
- * from the job's own callbacks (nor nl_job_wait: the job would wait for itself). */
+ * accepted. Any thread (a wait still running on another thread finishes first); from the
+ * job's own callbacks it returns NL_ERR_STATE and frees nothing (the job would wait for
+ * itself). */
 NL_API nl_status nl_job_free(nl_job* job);
 
-/* Start, wait and free in one call (the job runs on the calling thread's behalf). */
+/* Start, wait and free in one call (the job runs on the calling thread's behalf). Any
+ * thread. */
 NL_API nl_status nl_train(nl_model* model, const char* options_json, const nl_train_callbacks* callbacks,
                           nl_train_result* result);
 
@@ -311,6 +365,9 @@ typedef struct nl_eval_options {
   const char* train_on;        /* --train-on "completion" (default) or "all" */
   const char* long_examples;   /* --long-examples "truncate" (default), "skip", "error" */
   const char* precision;       /* --precision "f32" (default), "f16", "int8" */
+  /* nl_eval_text*: --stride, tokens between window starts; 0 (default): half of seq_len.
+   * (A later field: see struct_size.) */
+  int64_t stride;
 } nl_eval_options;
 
 /* Any thread. */
@@ -319,6 +376,8 @@ NL_API void nl_eval_options_init(nl_eval_options* options);
 typedef struct nl_eval_result {
   double loss;        /* mean NLL over the supervised tokens (NaN/inf: a broken adapter) */
   double perplexity;  /* exp(loss) */
+  /* nl_eval: examples, left out, tokens, supervised tokens. nl_eval_text*: examples are the
+   * windows, tokens the text's tokens, supervised_tokens the tokens scored; skipped 0. */
   int64_t examples, skipped, tokens, supervised_tokens;
 } nl_eval_result;
 
@@ -327,6 +386,17 @@ typedef struct nl_eval_result {
  * (the same numbers). Threads: as nl_generate (it takes its turn on the engine). */
 NL_API nl_status nl_eval(nl_model* model, const char* data_path, const nl_eval_options* options,
                          nl_eval_result* out);
+
+/* The perplexity of raw text, as `nightlora eval --text FILE --seq-len N --stride S`
+ * computes it (the same numbers; include/nightlora/eval/text_windows.h): the text is
+ * tokenized once (BOS first when the model adds one) and read in windows of seq_len tokens
+ * starting stride tokens apart, each token scored once. nl_eval_text_file reads a UTF-8
+ * file; nl_eval_text takes the text itself (text_len bytes, NUL not needed). train_on and
+ * long_examples do not apply. Threads: as nl_eval. */
+NL_API nl_status nl_eval_text_file(nl_model* model, const char* text_path, const nl_eval_options* options,
+                                   nl_eval_result* out);
+NL_API nl_status nl_eval_text(nl_model* model, const char* text, size_t text_len, const nl_eval_options* options,
+                              nl_eval_result* out);
 
 #ifdef __cplusplus
 }

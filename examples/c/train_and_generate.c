@@ -21,9 +21,27 @@ static int check(nl_status s, const char* what) {
   return 1;
 }
 
-static void on_progress(void* user_data, const nl_train_progress* p) {
+/* Each event of the job: steps, validations, checkpoints, waits (with the same numbers as the
+ * run's log.jsonl). */
+static void on_event(void* user_data, const nl_train_event* e) {
   (void)user_data;
-  printf("step %lld/%lld  loss %.4f\n", (long long)p->step, (long long)p->total_steps, p->loss);
+  switch (e->kind) {
+    case NL_TRAIN_EVENT_STEP:
+      printf("step %lld/%lld  loss %.4f  %.0f tok/s\n", (long long)e->step, (long long)e->total_steps, e->loss,
+             e->tokens_per_second);
+      break;
+    case NL_TRAIN_EVENT_VALIDATION:
+      printf("validation at step %lld: loss %.4f\n", (long long)e->step, e->val_loss);
+      break;
+    case NL_TRAIN_EVENT_CHECKPOINT:
+      printf("checkpoint at step %lld\n", (long long)e->step);
+      break;
+    case NL_TRAIN_EVENT_WAITING:
+      printf(e->paused ? "waiting: %s\n" : "going on%s\n", e->reason);
+      break;
+    default:
+      break;
+  }
 }
 
 static void on_log(void* user_data, int32_t level, const char* line) {
@@ -64,7 +82,7 @@ int main(int argc, char** argv) {
            argv[2], argv[3]);
   nl_train_callbacks callbacks;
   nl_train_callbacks_init(&callbacks);
-  callbacks.on_progress = on_progress;
+  callbacks.on_event = on_event;
   callbacks.on_log = on_log;
   nl_job* job = NULL;
   if (!check(nl_train_start(model, options, &callbacks, &job), "nl_train_start")) return 1;

@@ -134,13 +134,22 @@ class _TokenRelay:
             return 1
 
 
+def _event_dict(e):
+    """An nl_train_event as a dict (NaN where nothing is measured yet)."""
+    return {"event": _capi.EVENT_KINDS.get(e.kind, str(e.kind)), "step": e.step, "total_steps": e.total_steps,
+            "epoch": e.epoch, "loss": e.loss, "lr": e.lr, "grad_norm": e.grad_norm,
+            "tokens_per_second": e.tokens_per_second, "skipped": bool(e.skipped), "paused": bool(e.paused),
+            "val_loss": e.val_loss, "elapsed_seconds": e.elapsed_seconds, "idle_seconds": e.idle_seconds,
+            "reason": e.reason.decode("utf-8", "replace"), "status": e.status.decode("utf-8", "replace")}
+
+
 class Job(_Owned):
     """A training job running in the library's background thread (Model.start_training).
     close() cancels the job if it still runs, waits for it, and frees it."""
 
     _free, _what = "nl_job_free", "job"
 
-    def __init__(self, model, options, progress=None, log=None):
+    def __init__(self, model, options, progress=None, log=None, events=None):
         self.model = model
         self._h = ctypes.c_void_p()
         self._errors = []
@@ -155,13 +164,14 @@ class Job(_Owned):
                     self._errors.append(e)
             return call
 
-        if progress:
-            def on_progress(_u, p):
-                p = p.contents
-                progress({"step": p.step, "total_steps": p.total_steps, "loss": p.loss, "lr": p.lr,
-                          "grad_norm": p.grad_norm, "tokens_per_second": p.tokens_per_second,
-                          "status": (p.status or b"").decode("utf-8", "replace")})
-            cb.on_progress = _capi.PROGRESS_CALLBACK(guard(on_progress))
+        if progress or events:
+            def on_event(_u, e):
+                d = _event_dict(e.contents)
+                if events:
+                    events(d)
+                if progress and d["event"] == "step":
+                    progress(d)
+            cb.on_event = _capi.EVENT_CALLBACK(guard(on_event))
         if log:
             cb.on_log = _capi.LOG_CALLBACK(guard(lambda _u, level, line: log(line.decode("utf-8", "replace"),
                                                                               level == _capi.LOG_WARNING)))
@@ -186,9 +196,11 @@ class Job(_Owned):
 
     @property
     def progress(self):
-        p = _capi.TrainProgress()
-        _check(_L().nl_job_get_state(self._handle(), None, ctypes.byref(p)))
-        return {"step": p.step, "total_steps": p.total_steps, "loss": p.loss}
+        """The latest event, as the events callback gets it ("paused" while pause() holds the job)."""
+        e = _capi.TrainEvent()
+        e.struct_size = ctypes.sizeof(e)
+        _check(_L().nl_job_get_event(self._handle(), ctypes.byref(e)))
+        return _event_dict(e)
 
     def wait(self):
         """Blocks until the job ends; returns its result (a dict), raises Error for a failed
@@ -304,31 +316,49 @@ class Model(_Owned):
             return _L().nl_chat(self._handle(), msgs, len(messages), ctypes.byref(o), ctypes.byref(g))
         return self._run(call, on_token)
 
-    def start_training(self, data, out, progress=None, log=None, **options):
+    def start_training(self, data, out, progress=None, log=None, events=None, **options):
         """Starts `nightlora train` on this model in the background; returns a Job.
         options: the CLI's option names (rank=8, iters=20, seq_len=128, precision="f32", ...)."""
         opts = {"data": os.fspath(data), "out": os.fspath(out)}
         opts.update({k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in options.items()})
-        return Job(self, opts, progress, log)
+        return Job(self, opts, progress, log, events)
 
-    def train(self, data, out, progress=None, log=None, **options):
+    def train(self, data, out, progress=None, log=None, events=None, **options):
         """Trains and returns the result (a dict: finished, step, exit_code, stop_reason, ...).
-        progress(dict) after each step: step, total_steps, loss, lr, grad_norm,
-        tokens_per_second, status. log(line, is_warning) for each line the CLI prints."""
-        with self.start_training(data, out, progress, log, **options) as job:
+        progress(dict) after each step: step, total_steps, epoch, loss, lr, grad_norm,
+        tokens_per_second, elapsed_seconds, val_loss (the last validation's), status, ...
+        (the numbers of the run's log.jsonl). events(dict) gets every event: the same dict
+        with "event" "step", "validation", "checkpoint", "waiting" (paused, reason) or
+        "pacing" (idle_seconds, reason). log(line, is_warning) for each line the CLI prints."""
+        with self.start_training(data, out, progress, log, events, **options) as job:
             return job.wait()
 
-    def eval(self, data, adapters=(), seq_len=512, batch_tokens=512, train_on="completion", long_examples="truncate",
-             precision="f32"):
-        """Mean loss and perplexity on the supervised tokens of a JSONL file (as `nightlora eval`)."""
+    def eval(self, data=None, adapters=(), seq_len=512, batch_tokens=512, train_on="completion",
+             long_examples="truncate", precision="f32", text=None, text_file=None, stride=0):
+        """Mean loss and perplexity, as `nightlora eval`: of the supervised tokens of a JSONL
+        file (data), or of raw text (text: a string; text_file: a file) read in windows of
+        seq_len tokens, stride apart (0: half of seq_len), as `nightlora eval --text`. Give one
+        of data, text, text_file."""
+        if sum(x is not None for x in (data, text, text_file)) != 1:
+            raise TypeError("give one of data (a JSONL file), text (a string) or text_file")
         o = _capi.EvalOptions()
         _L().nl_eval_options_init(ctypes.byref(o))
         arr, n = _adapter_array(adapters)
         o.adapters, o.n_adapters = ctypes.cast(arr, ctypes.POINTER(ctypes.c_void_p)), n
-        o.seq_len, o.batch_tokens = int(seq_len), int(batch_tokens)
+        o.seq_len, o.batch_tokens, o.stride = int(seq_len), int(batch_tokens), int(stride)
         o.train_on, o.long_examples, o.precision = _b(train_on), _b(long_examples), _b(precision)
         r = _capi.EvalResult()
-        _check(_L().nl_eval(self._handle(), _b(data), ctypes.byref(o), ctypes.byref(r)))
-        return {"loss": r.loss, "perplexity": r.perplexity if math.isfinite(r.perplexity) else float("inf"),
-                "examples": r.examples, "skipped": r.skipped, "tokens": r.tokens,
-                "supervised_tokens": r.supervised_tokens}
+        if text is not None:
+            raw = str(text).encode("utf-8")
+            _check(_L().nl_eval_text(self._handle(), raw, len(raw), ctypes.byref(o), ctypes.byref(r)))
+        elif text_file is not None:
+            _check(_L().nl_eval_text_file(self._handle(), _b(os.fspath(text_file)), ctypes.byref(o), ctypes.byref(r)))
+        else:
+            _check(_L().nl_eval(self._handle(), _b(os.fspath(data)), ctypes.byref(o), ctypes.byref(r)))
+        d = {"loss": r.loss, "perplexity": r.perplexity if math.isfinite(r.perplexity) else float("inf")}
+        if data is not None:
+            d.update({"examples": r.examples, "skipped": r.skipped, "tokens": r.tokens,
+                      "supervised_tokens": r.supervised_tokens})
+        else:  # the keys of `nightlora eval --text --json`
+            d.update({"windows": r.examples, "tokens": r.tokens, "scored_tokens": r.supervised_tokens})
+        return d

@@ -15,6 +15,7 @@ OK, ERR_BAD_INPUT, ERR_INTERNAL, ERR_BUSY, ERR_INVALID_ARGUMENT, ERR_STATE = 0, 
 STOP_TOKEN, STOP_LENGTH, STOP_CALLBACK, STOP_STRING = 0, 1, 2, 3
 LOG_INFO, LOG_WARNING = 0, 1
 JOB_RUNNING, JOB_PAUSED, JOB_DONE = 0, 1, 2
+EVENT_KINDS = {0: "step", 1: "validation", 2: "checkpoint", 3: "waiting", 4: "pacing"}
 
 c_char_p = ctypes.c_char_p
 c_void_p = ctypes.c_void_p
@@ -88,12 +89,37 @@ PROGRESS_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(TrainProgres
 LOG_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_int32, c_char_p)
 
 
+class TrainEvent(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("kind", ctypes.c_int32),
+        ("step", ctypes.c_int64),
+        ("total_steps", ctypes.c_int64),
+        ("epoch", ctypes.c_int64),
+        ("loss", ctypes.c_double),
+        ("lr", ctypes.c_double),
+        ("grad_norm", ctypes.c_double),
+        ("tokens_per_second", ctypes.c_double),
+        ("skipped", ctypes.c_int32),
+        ("paused", ctypes.c_int32),
+        ("val_loss", ctypes.c_double),
+        ("elapsed_seconds", ctypes.c_double),
+        ("idle_seconds", ctypes.c_double),
+        ("reason", ctypes.c_char * 256),
+        ("status", ctypes.c_char * 256),
+    ]
+
+
+EVENT_CALLBACK = ctypes.CFUNCTYPE(None, c_void_p, ctypes.POINTER(TrainEvent))
+
+
 class TrainCallbacks(ctypes.Structure):
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
         ("on_progress", PROGRESS_CALLBACK),
         ("on_log", LOG_CALLBACK),
         ("user_data", c_void_p),
+        ("on_event", EVENT_CALLBACK),
     ]
 
 
@@ -121,6 +147,7 @@ class EvalOptions(ctypes.Structure):
         ("train_on", c_char_p),
         ("long_examples", c_char_p),
         ("precision", c_char_p),
+        ("stride", ctypes.c_int64),
     ]
 
 
@@ -159,11 +186,14 @@ _SIGNATURES = {
     "nl_job_resume": (ctypes.c_int, [c_void_p]),
     "nl_job_cancel": (ctypes.c_int, [c_void_p]),
     "nl_job_get_state": (ctypes.c_int, [c_void_p, P(ctypes.c_int32), P(TrainProgress)]),
+    "nl_job_get_event": (ctypes.c_int, [c_void_p, P(TrainEvent)]),
     "nl_job_wait": (ctypes.c_int, [c_void_p, P(TrainResult)]),
     "nl_job_free": (ctypes.c_int, [c_void_p]),
     "nl_train": (ctypes.c_int, [c_void_p, c_char_p, P(TrainCallbacks), P(TrainResult)]),
     "nl_eval_options_init": (None, [P(EvalOptions)]),
     "nl_eval": (ctypes.c_int, [c_void_p, c_char_p, P(EvalOptions), P(EvalResult)]),
+    "nl_eval_text_file": (ctypes.c_int, [c_void_p, c_char_p, P(EvalOptions), P(EvalResult)]),
+    "nl_eval_text": (ctypes.c_int, [c_void_p, c_char_p, ctypes.c_size_t, P(EvalOptions), P(EvalResult)]),
 }
 
 

@@ -37,10 +37,11 @@ def model():
 def trained(model, tmp_path_factory):
     """An adapter trained through the bindings, with every progress report kept."""
     out = tmp_path_factory.mktemp("run") / "zorbo"
-    seen, lines = [], []
+    seen, lines, events = [], [], []
     result = model.train(data=os.path.join(DATA, "train.jsonl"), out=out, iters=8, lr=5e-3, batch=4, seq_len=128,
-                         threads=2, plan_cache="off", progress=seen.append, log=lambda line, warn: lines.append(line))
-    return out, result, seen, lines
+                         threads=2, plan_cache="off", progress=seen.append, log=lambda line, warn: lines.append(line),
+                         events=events.append)
+    return out, result, seen, lines, events
 
 
 def test_version():
@@ -49,10 +50,22 @@ def test_version():
 
 
 def test_train_reports_progress_and_writes_the_cli_adapter(model, trained, tmp_path):
-    out, result, seen, lines = trained
+    out, result, seen, lines, events = trained
     assert result["finished"] and result["exit_code"] == 0 and result["step"] == 8
     assert [p["step"] for p in seen] == list(range(1, 9))
     assert all(p["total_steps"] == 8 and p["loss"] > 0 and p["status"].startswith("step ") for p in seen)
+    # The numbers of the run's own log, one "train" row per step.
+    rows = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r.get("type") == "train"]
+    assert len(rows) == len(seen)
+    for p, r in zip(seen, rows):
+        assert (p["step"], p["total_steps"], p["epoch"]) == (r["step"], r["total"], r["epoch"])
+        assert (p["loss"], p["lr"], p["grad_norm"]) == (r["loss"], r["lr"], r["grad_norm"])
+        assert (p["tokens_per_second"], p["elapsed_seconds"]) == (r["tokens_per_s"], r["elapsed_s"])
+        assert p["event"] == "step" and not p["paused"]
+    # Every event: the steps, and the checkpoint written at the end.
+    assert [e for e in events if e["event"] == "step"] == seen
+    assert [e["step"] for e in events if e["event"] == "checkpoint"] == [8]
     assert any(line.startswith("saved: ") for line in lines)
     r = cli("train", "--model", MODEL, "--data", os.path.join(DATA, "train.jsonl"), "--out", str(tmp_path / "cli"),
             "--iters", "8", "--lr", "5e-3", "--batch", "4", "--seq-len", "128", "--threads", "2", "--plan-cache", "off")
@@ -111,6 +124,31 @@ def test_eval_equals_the_cli(model, trained):
     assert base["loss"] != got["loss"]
 
 
+def test_eval_text_equals_the_cli(model, trained, tmp_path):
+    text = "\n\n".join(json.loads(line)["text"] for line in open(os.path.join(DATA, "valid.jsonl")))
+    path = tmp_path / "stories.txt"
+    path.write_text(text, encoding="utf-8")
+    zorbo = model.load_adapter(trained[0], scale=0.5)
+    for stride, adapters, extra in ((24, [], []), (0, [zorbo], ["--adapter", f"{trained[0]}:0.5"])):
+        args = ["eval", "-t", "2", "--model", MODEL, "--text", str(path), "--seq-len", "64", *extra]
+        if stride:
+            args += ["--stride", str(stride)]
+        r = cli(*args, "--json")
+        assert r.returncode == 0, r.stderr
+        want = json.loads(r.stdout)
+        printed = cli(*args).stdout
+        for got in (model.eval(text=text, seq_len=64, stride=stride, adapters=adapters),
+                    model.eval(text_file=path, seq_len=64, stride=stride, adapters=adapters)):
+            for k in ("loss", "perplexity", "windows", "tokens", "scored_tokens"):
+                assert got[k] == want[k], k
+            assert f"loss {got['loss']:.6f}  perplexity {got['perplexity']:.4f}" in printed
+    zorbo.close()
+    with pytest.raises(TypeError, match="give one of"):
+        model.eval(os.path.join(DATA, "valid.jsonl"), text="x")
+    with pytest.raises(nightlora.Error, match="--stride must be between 1 and --seq-len"):
+        model.eval(text=text, seq_len=32, stride=40)
+
+
 def test_chat_uses_the_template_or_says_why(model, tmp_path):
     messages = [{"role": "user", "content": "Hi"}]
     if model.info["chat_format"]:
@@ -153,6 +191,7 @@ def test_background_job_pause_resume_cancel(model, tmp_path):
     while job.state != "paused":
         threading.Event().wait(0.01)
     held = job.progress["step"]
+    assert job.progress["paused"] and job.progress["reason"] == "paused by the caller"
     assert model.generate("Zorbo", max_tokens=10, temperature=0)  # the engine is free meanwhile
     threading.Event().wait(0.2)
     assert job.progress["step"] == held

@@ -147,9 +147,16 @@ std::optional<CheckpointInfo> newest_checkpoint(const fs::path& train_dir, Check
   return info;
 }
 
-// Training steps planned, from the child's log ("total" of its step rows); 0 when unknown.
+// Training steps planned: train's run.json (total_steps, written atomically as each session
+// starts), else the "total" of the log's step rows; 0 when unknown. The log is not enough
+// alone: it is never synced, and a power cut that kept the last checkpoint but lost the log
+// would leave a finished run that never counts as finished.
 int64_t planned_steps(const fs::path& train_dir) {
   std::error_code ec;
+  if (fs::exists(train_dir / "run.json", ec)) {
+    const json rec = json::parse(read_file((train_dir / "run.json").string()), nullptr, false);
+    if (rec.is_object() && rec.value("total_steps", int64_t{0}) > 0) return rec["total_steps"].get<int64_t>();
+  }
   const fs::path log = train_dir / "log.jsonl";
   if (!fs::exists(log, ec)) return 0;
   int64_t total = 0;

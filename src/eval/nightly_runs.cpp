@@ -45,7 +45,10 @@ int run_failures(const fs::path& run) {
   std::error_code ec;
   if (!fs::exists(run / "failures.json", ec)) return 0;
   const json j = json::parse(read_file((run / "failures.json").string()), nullptr, false);
-  return j.is_object() ? j.value("count", 0) : 0;
+  // A count that is not a small whole number (a file damaged or edited by hand): none
+  // counted, rather than json::value's type_error (found by fuzz_nightly_status).
+  const auto it = j.is_object() ? j.find("count") : j.end();
+  return it != j.end() && it->is_number_integer() && *it >= 0 && *it < 1000000 ? it->get<int>() : 0;
 }
 
 void record_run_failure(const fs::path& run, const std::string& error) {
@@ -55,7 +58,7 @@ void record_run_failure(const fs::path& run, const std::string& error) {
     j = json::parse(read_file((run / "failures.json").string()), nullptr, false);
     if (!j.is_object()) j = json::object();
   }
-  j["count"] = j.value("count", 0) + 1;
+  j["count"] = run_failures(run) + 1;
   j["last_error"] = error;
   write_file_atomic((run / "failures.json").string(), j.dump(1) + "\n");
 }

@@ -21,6 +21,20 @@ json read_or_null(const fs::path& p) {
   json j = json::parse(read_file(p.string()), nullptr, false);
   return j.is_discarded() ? json() : j;
 }
+
+// Fields of the state files as the status shows them: a field that is missing or of another
+// type (a file damaged or edited by hand) reads as empty, never as json::value's type_error
+// (found by fuzz_nightly_status).
+std::string text_at(const json& j, const char* key) {
+  const auto it = j.is_object() ? j.find(key) : j.end();
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+double loss_at(const json& j, const char* side) {
+  const auto it = j.is_object() ? j.find(side) : j.end();
+  if (it == j.end() || !it->is_object()) return 0.0;
+  const auto loss = it->find("loss");
+  return loss != it->end() && loss->is_number() ? loss->get<double>() : 0.0;
+}
 }  // namespace
 
 json nightly_status(const std::string& out, int last) {
@@ -34,17 +48,18 @@ json nightly_status(const std::string& out, int last) {
     const fs::path& r = runs[i];
     json row = {{"run", r.filename().string()}};
     if (json d = read_or_null(r / "decision.json"); d.is_object()) {
-      row["state"] = d.value("outcome", std::string("?"));
-      row["reason"] = d.value("reason", std::string());
-      row["candidate_loss"] = d["candidate"].value("loss", 0.0);
-      row["current_loss"] = d["current"].value("loss", 0.0);
+      const std::string outcome = text_at(d, "outcome");
+      row["state"] = outcome.empty() ? std::string("?") : outcome;
+      row["reason"] = text_at(d, "reason");
+      row["candidate_loss"] = loss_at(d, "candidate");
+      row["current_loss"] = loss_at(d, "current");
     } else if (json a = read_or_null(r / "abandoned.json"); a.is_object()) {
       row["state"] = "abandoned";
-      row["reason"] = a.value("reason", std::string());
+      row["reason"] = text_at(a, "reason");
     } else {
       row["state"] = "unfinished";
       row["failures"] = run_failures(r);
-      if (json f = read_or_null(r / "failures.json"); f.is_object()) row["reason"] = f.value("last_error", std::string());
+      if (json f = read_or_null(r / "failures.json"); f.is_object()) row["reason"] = text_at(f, "last_error");
     }
     list.push_back(std::move(row));
   }

@@ -35,14 +35,17 @@ Dataset text_windows(const std::vector<int32_t>& tokens, const TextWindowOptions
   return d;
 }
 
+std::vector<int32_t> text_tokens(std::string text, const Tokenizer& tok) {
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark is not text
+  return tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
+}
+
 std::vector<int32_t> load_text_tokens(const std::string& path, const Tokenizer& tok) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot read the text file", "check the path");
   std::ostringstream buf;
   buf << in.rdbuf();
-  std::string text = buf.str();
-  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);  // a UTF-8 byte-order mark is not text
-  return tok.encode(text, tok.add_bos_default(), /*parse_special=*/false);
+  return text_tokens(buf.str(), tok);
 }
 
 }  // namespace nl

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
 #include "serve/api_error.h"
 
@@ -77,7 +78,7 @@ void check_training_file(const std::string& purpose, const std::string& bytes) {
 }
 
 FileStore::FileStore(const std::string& dir, int max_files) : dir_(dir), max_files_(max_files) {
-  fs::create_directories(dir_);
+  make_dirs(dir_);  // durable: an upload promised inside must not vanish with its folder
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const fs::path p = e.path();
     if (p.extension() != ".json" || !well_formed_id(p.stem().string(), "file-")) continue;

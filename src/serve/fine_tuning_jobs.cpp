@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "nightlora/job/atomic_file.h"
+#include "nightlora/job/file_ops.h"
 #include "nightlora/train/resident_model.h"
 #include "nightlora/util/error.h"
 #include "serve/adapter_registry.h"
@@ -36,21 +39,61 @@ bool well_formed_job_id(const std::string& id) {
   return std::all_of(id.begin() + 6, id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-nlohmann::json make_event(const std::string& message, const std::string& level) {
+nlohmann::json make_event(const std::string& message, const std::string& level,
+                          const nlohmann::json& data = nlohmann::json::object(), const std::string& type = "message") {
   return {{"object", "fine_tuning.job.event"}, {"id", random_id("ftevent-")}, {"created_at", unix_now()},
-          {"level", level},  {"message", message},  {"data", nlohmann::json::object()}, {"type", "message"}};
+          {"level", level},  {"message", message},  {"data", data}, {"type", type}};
+}
+
+// Appends an event to a job's list, the oldest step events going first beyond kMaxEvents.
+void push_event(std::vector<nlohmann::json>& events, nlohmann::json event) {
+  events.push_back(std::move(event));
+  if (events.size() > kMaxEvents) events.erase(events.begin() + 1);  // keep "created"
+}
+
+// A number for an event's data: null when it is not finite (JSON has no NaN).
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+// OpenAI's metrics event for a step or a validation: "Step 3/10: training loss=1.234", with
+// the figures in data (train_loss, valid_loss, ...), the same numbers as the run's log.jsonl.
+nlohmann::json metrics_event(const TrainingProgress& p) {
+  const bool val = p.event == TrainingProgress::Event::Validation;
+  const double loss = val ? p.val_loss : p.loss;
+  char figure[32];
+  std::snprintf(figure, sizeof(figure), "%.4f", loss);
+  std::string message = "Step " + std::to_string(p.step) + "/" + std::to_string(p.total_steps) + ": " +
+                        (val ? "validation" : "training") + " loss=" + (std::isfinite(loss) ? figure : "n/a");
+  if (!val && p.skipped) message += " (not applied: the divergence guard refused the step)";
+  nlohmann::json data = {{"step", p.step}, {"total_steps", p.total_steps}};
+  if (val) {
+    data["valid_loss"] = finite_or_null(p.val_loss);
+  } else {
+    data.update({{"train_loss", finite_or_null(p.loss)}, {"epoch", p.epoch}, {"learning_rate", finite_or_null(p.lr)},
+                 {"tokens_per_second", finite_or_null(p.tokens_per_s)}, {"elapsed_seconds", p.elapsed_s}});
+    if (std::isfinite(p.val_loss)) data["valid_loss"] = p.val_loss;  // the last validation's
+  }
+  return make_event(message, "info", data, "metrics");
 }
 
 }  // namespace
 
-// Where the training job reports: lines and warnings become the job's events, and the job
-// asks at every step boundary whether it should stop (cancelled, or the server stopping).
+// Where the training job reports: lines and warnings become the job's events, each step and
+// validation a metrics event (from the job's structured progress), waits a warning; and the
+// job asks at every step boundary whether it should stop (cancelled, or the server stopping).
 class FineTuningJobs::Output : public TrainingJobOutput {
  public:
   Output(FineTuningJobs& jobs, Job& job) : jobs_(jobs), job_(job) {}
   void line(const std::string& text) override { event(text, "info"); }
   void warning(const std::string& text) override { event(text, "warn"); }
-  void step_status(const std::string& text) override { event(text, "info"); }
+  void progress(const TrainingProgress& p) override {
+    using E = TrainingProgress::Event;
+    if (p.event != E::Step && p.event != E::Validation) return;  // waits and saving come as lines
+    std::lock_guard<std::mutex> lock(jobs_.mu_);
+    job_.record["progress"] = {{"step", p.step}, {"total_steps", p.total_steps}};
+    push_event(job_.events, metrics_event(p));
+    // Steps come often: the record is written at most once a second for them.
+    if (std::chrono::steady_clock::now() - job_.last_persist > std::chrono::seconds(1)) jobs_.persist(job_);
+  }
   bool stop_requested() override {
     std::lock_guard<std::mutex> lock(jobs_.mu_);
     return job_.cancel || jobs_.stopping_;
@@ -75,7 +118,7 @@ class FineTuningJobs::Output : public TrainingJobOutput {
 FineTuningJobs::FineTuningJobs(ResidentModel& resident, AdapterRegistry& registry, const FileStore& files,
                                const std::string& dir, int max_queued, std::function<void(const std::string&)> log)
     : resident_(resident), registry_(registry), files_(files), dir_(dir), max_queued_(max_queued), log_(std::move(log)) {
-  fs::create_directories(dir_);
+  make_dirs(dir_);
   std::vector<std::shared_ptr<Job>> pending;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const std::string id = e.path().filename().string();
@@ -136,8 +179,7 @@ void FineTuningJobs::persist(const Job& job) const {
 }
 
 void FineTuningJobs::add_event(Job& job, const std::string& message, const std::string& level) {
-  job.events.push_back(make_event(message, level));
-  if (job.events.size() > kMaxEvents) job.events.erase(job.events.begin() + 1);  // keep "created"
+  push_event(job.events, make_event(message, level));
 }
 
 std::shared_ptr<FineTuningJobs::Job> FineTuningJobs::find(const std::string& id) const {
@@ -213,7 +255,9 @@ nlohmann::json FineTuningJobs::create(const nlohmann::json& body) {
                  {"progress", {{"step", 0}, {"total_steps", nullptr}}}};
   // The name its adapter will be served under.
   job->settings["fine_tuned_model"] = "ft:" + registry_.base_id() + ":" + (suffix ? *suffix + ":" : "") + id.substr(6);
-  fs::create_directories(job->folder);
+  // Durable (its parent synced) before job.json is: a power cut must not drop a job that
+  // was reported created along with its folder.
+  make_dirs(job->folder);
   add_event(*job, "Created fine-tuning job: " + id);
   persist(*job);
   jobs_[id] = job;

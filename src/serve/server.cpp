@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "nightlora/job/file_ops.h"
 #include "nightlora/job/folder_lock.h"
 #include "nightlora/train/resident_model.h"
 #include "nightlora/util/error.h"
@@ -353,7 +354,7 @@ Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> 
       lim.max_upload_bytes < 1 || lim.max_files < 1 || lim.max_queued_jobs < 1)
     fail("serve", "every limit must be at least 1");
   if (s.opt.data_dir.empty()) fail("serve", "no data folder", "give --data DIR");
-  fs::create_directories(s.opt.data_dir);
+  make_dirs(s.opt.data_dir);  // durable: what the server promises inside must not vanish with it
   s.lock = std::make_unique<FolderLock>(s.opt.data_dir, "nightlora serve");
 
   DecoderOptions dopt;

@@ -362,6 +362,18 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   double elapsed_s = elapsed_before;
   int64_t tokens_total = tokens_before;
   int64_t last_saved = trainer.steps_done();
+  // Structured progress (TrainingJobOutput::progress): the figures of the latest events, sent
+  // again with each new one. Each event's numbers are those of its log.jsonl row.
+  TrainingProgress now;
+  now.step = trainer.steps_done();
+  now.total_steps = trainer.total_steps();
+  now.elapsed_s = elapsed_before;
+  auto report = [&](TrainingProgress::Event event, const std::function<void(TrainingProgress&)>& detail) {
+    TrainingProgress p = now;
+    p.event = event;
+    if (detail) detail(p);
+    out.progress(p);
+  };
   auto save = [&](const TrainState& st) {
     // The guard keeps the state finite; this makes sure no file ever says otherwise.
     if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
@@ -376,6 +388,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     trainer.set_rollback_point(st);
     best.prune();
     last_saved = st.step;
+    report(TrainingProgress::Event::Checkpoint, [&](TrainingProgress& p) { p.step = st.step; });
   };
 
   // temp_source sim: every step also runs on a simulated device that stands in for this
@@ -420,10 +433,22 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
           << "\n";
     }
     log.flush();
-    out.step_status(strformat("step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
-                              static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss, r.lr,
-                              r.grad_norm, tokens_per_s, hms(elapsed_s).c_str(), hms(r.eta_s).c_str()) +
-                    (r.skipped ? "  NOT APPLIED: " + r.skip_reason : std::string()));
+    const std::string status =
+        strformat("step %lld/%lld  loss %.4f  lr %.2e  grad_norm %.3f  %.0f tok/s  elapsed %s  ETA %s",
+                  static_cast<long long>(r.step), static_cast<long long>(r.total), r.loss, r.lr, r.grad_norm,
+                  tokens_per_s, hms(elapsed_s).c_str(), hms(r.eta_s).c_str()) +
+        (r.skipped ? "  NOT APPLIED: " + r.skip_reason : std::string());
+    out.step_status(status);
+    now.step = r.step;
+    now.total_steps = r.total;
+    now.epoch = r.epoch;
+    now.loss = r.loss;
+    now.lr = r.lr;
+    now.grad_norm = r.grad_norm;
+    now.tokens_per_s = tokens_per_s;
+    now.skipped = r.skipped;
+    now.elapsed_s = elapsed_s;
+    report(TrainingProgress::Event::Step, [&](TrainingProgress& p) { p.status = status; });
   };
   auto on_val = [&](const ValReport& r) {
     log << val_json(r) << "\n";
@@ -431,6 +456,8 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     const bool improved = best.consider(r.step, r.loss, trainer.state().adapter, *model);
     out.line(strformat("val step %lld: loss %.4f (%lld tokens)%s", static_cast<long long>(r.step), r.loss,
                        static_cast<long long>(r.supervised), improved ? ", best so far" : ""));
+    now.val_loss = r.loss;
+    report(TrainingProgress::Event::Validation, [&](TrainingProgress& p) { p.step = r.step; });
   };
   int64_t diverged_at = 0;  // the step that ended the run as diverged
   trainer.set_guard_listener([&](const GuardEvent& e) {
@@ -503,14 +530,24 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
       u.energy_j = energy.joules();
       return u;
     };
+    bool waited = false;
     auto on_wait = [&](const GateDecision& d) {
       save(snapshot());
       out.line(strformat("waiting (checkpoint saved at step %lld): %s", static_cast<long long>(trainer.steps_done()),
                          d.reason.c_str()));
       log << nlohmann::json({{"type", "wait"}, {"step", trainer.steps_done()}, {"reason", d.reason}}).dump() << "\n";
       log.flush();
+      waited = true;
+      report(TrainingProgress::Event::Waiting, [&](TrainingProgress& p) {
+        p.paused = true;
+        p.reason = d.reason;
+      });
     };
     GateDecision d = gate->wait_until_runnable(use, on_wait, [&] { return stop_asked(); });
+    if (waited)  // the wait is over: training goes on, or the job stops (reason: why)
+      report(TrainingProgress::Event::Waiting, [&](TrainingProgress& p) {
+        if (d.verdict != GateVerdict::Run) p.reason = d.reason;
+      });
     if (d.verdict == GateVerdict::Run) return true;
     reason = d.reason.empty() ? "stopped" : d.reason;
     return false;
@@ -544,6 +581,11 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     row["temp_c"] = d.temp_end_c ? nlohmann::json(*d.temp_end_c) : nlohmann::json("unavailable");
     log << row.dump() << "\n";
     log.flush();
+    report(TrainingProgress::Event::Pacing, [&](TrainingProgress& p) {
+      p.step = done;
+      p.idle_s = d.idle_s;
+      p.reason = d.reason;
+    });
     pacer->before_step();
   };
   auto signal_name = [&]() -> std::string {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "capi_test_util.h"
 #include "nightlora.h"
 #include "test_util.h"
 
@@ -23,26 +24,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using nltest::run_cli;
 using nltest::shq;
-
-// The CLI's error line (stderr's last line), as nl_last_error() should give it.
-std::string cli_error(const nltest::CmdResult& r) {
-  std::string e = r.err;
-  while (!e.empty() && e.back() == '\n') e.pop_back();
-  const size_t nl_pos = e.rfind('\n');
-  return nl_pos == std::string::npos ? e : e.substr(nl_pos + 1);
-}
-
-// A model handle freed at the end of the scope.
-struct Model {
-  nl_model* m = nullptr;
-  explicit Model(const fs::path& path, int threads = 2) {
-    nl_model_options o;
-    nl_model_options_init(&o);
-    o.threads = threads;
-    EXPECT_EQ(nl_model_load(path.c_str(), &o, &m), NL_OK) << nl_last_error();
-  }
-  ~Model() { EXPECT_EQ(nl_model_free(m), NL_OK); }
-};
+using capitest::cli_error;
+using capitest::Model;
+using capitest::stories_data;
 
 std::string generate(nl_model* m, const std::string& prompt, int n, nl_adapter* adapter = nullptr) {
   nl_generate_options o;
@@ -60,8 +44,6 @@ std::string generate(nl_model* m, const std::string& prompt, int n, nl_adapter* 
   nl_generation_free(&g);
   return text;
 }
-
-std::string stories_data(const char* name) { return (nltest::source_dir() / "data/stories" / name).string(); }
 
 // The training options of these tests, as JSON for the C API and as flags for the CLI.
 struct TrainArgs {

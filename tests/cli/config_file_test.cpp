@@ -95,6 +95,7 @@ TEST(ConfigFile, BadKeysTypesAndValuesNameTheFileAndLine) {
       {"threads = -2\n", {"bad.toml:1", "threads"}},
       {"[lora]\nrank = 4\n", {"bad.toml:1", "unknown key `lora`", "without [sections]"}},
       {"iters = 2\nrank = \n", {"bad.toml:2: is not valid TOML", "2 | rank ="}},
+      {"rank = 4\nmodel = 'm\x9b.gguf'\n", {"bad.toml:2", "is not valid UTF-8 (byte 19)"}},  // toml11 would read out of bounds
   };
   for (const Case& c : cases) {
     nltest::write_text(file, c.body);

@@ -154,6 +154,20 @@ int RecordingFileOps::link(const std::string& existing, const std::string& new_p
 }
 void RecordingFileOps::promised(const std::string& path) { add({OpKind::Promised, path, "", -1, ""}); }
 
+RecordingWithOutsideWrites::RecordingWithOutsideWrites(std::string root, std::function<bool(const std::string&)> durable)
+    : RecordingFileOps(root), tracker_(root), durable_(std::move(durable)) {}
+
+void RecordingWithOutsideWrites::catch_up() {
+  track(0);
+  for (Op& op : tracker_.absorb_outside_changes(durable_)) {
+    outside_call_.resize(ops.size() + 1, false);
+    outside_call_[ops.size()] = true;
+    ops.push_back(std::move(op));
+    ++absorbed;
+  }
+  applied_ = ops.size();
+}
+
 // ---- the model ----------------------------------------------------------------------------
 
 DiskModel::DiskModel(std::string root) : root_(absolute_of(root)) {
@@ -334,6 +348,61 @@ void DiskModel::write_tree(int node, const std::string& abs, CrashKind kind) con
   }
 }
 
+std::vector<Op> DiskModel::absorb_outside_changes(const std::function<bool(const std::string&)>& durable) {
+  std::vector<Op> out;
+  absorb(0, root_, durable, out);
+  return out;
+}
+
+void DiskModel::absorb(int node, const std::string& abs, const std::function<bool(const std::string&)>& durable,
+                       std::vector<Op>& out) {
+  auto emit = [&](Op op) {
+    apply(op);
+    out.push_back(std::move(op));
+  };
+  std::map<std::string, fs::directory_entry> on_disk;  // sorted: the same changes, the same calls
+  for (const auto& e : fs::directory_iterator(abs)) on_disk[e.path().filename().string()] = e;
+  bool names_changed = false;
+  // Gone, or no longer of the same kind: removed.
+  const std::map<std::string, int> seen = nodes_[node].entries;
+  for (const auto& [name, n] : seen) {
+    const auto it = on_disk.find(name);
+    const Node& c = nodes_[n];
+    const bool same_kind = it != on_disk.end() && (it->second.is_symlink() ? c.symlink
+                                                   : it->second.is_directory() ? c.dir
+                                                                               : !c.dir && !c.symlink);
+    if (same_kind && !(c.symlink && fs::read_symlink(it->second.path()).string() != c.data)) continue;
+    emit({c.dir ? OpKind::Rmdir : OpKind::Unlink, abs + "/" + name, "", -1, ""});
+    names_changed = true;
+  }
+  for (const auto& [name, e] : on_disk) {
+    const std::string path = abs + "/" + name;
+    const auto it = nodes_[node].entries.find(name);
+    if (e.is_symlink()) {
+      if (it == nodes_[node].entries.end()) {
+        emit({OpKind::Symlink, path, "", -1, fs::read_symlink(e.path()).string()});
+        names_changed = true;
+      }
+    } else if (e.is_directory()) {
+      if (it == nodes_[node].entries.end()) {
+        emit({OpKind::Mkdir, path, "", -1, ""});
+        names_changed = true;
+      }
+      absorb(nodes_[node].entries.at(name), path, durable, out);
+    } else {
+      const std::string bytes = slurp(e.path());
+      if (it != nodes_[node].entries.end() && nodes_[it->second].data == bytes) continue;
+      names_changed |= it == nodes_[node].entries.end();
+      const int fd = next_outside_fd_++;
+      emit({OpKind::Create, path, "", fd, ""});
+      if (!bytes.empty()) emit({OpKind::Write, "", "", fd, bytes});
+      if (durable(path)) emit({OpKind::Fsync, "", "", fd, ""});
+      emit({OpKind::Close, "", "", fd, ""});
+    }
+  }
+  if (names_changed) emit({OpKind::SyncDir, abs, "", -1, ""});
+}
+
 void DiskModel::materialize(CrashKind kind) const {
   for (const auto& e : fs::directory_iterator(root_)) fs::remove_all(e.path());
   write_tree(0, root_, kind);
@@ -366,12 +435,14 @@ uint64_t DiskModel::fingerprint(CrashKind kind) const {
 }
 
 ReplayStats replay_every_prefix(DiskModel model, const std::vector<Op>& ops,
-                                const std::function<std::vector<std::string>()>& resume_and_check) {
+                                const std::function<std::vector<std::string>()>& resume_and_check,
+                                const PointFilter& replay_point) {
   ReplayStats st;
   std::map<uint64_t, std::vector<std::string>> seen;  // a disk already resumed: same program, same outcome
   const CrashKind kinds[] = {CrashKind::Durable, CrashKind::NamesKept, CrashKind::Torn};
   for (size_t k = 0; k <= ops.size(); ++k) {
     if (k > 0) model.apply(ops[k - 1]);
+    if (replay_point && !replay_point(k)) continue;
     ++st.points;
     for (CrashKind kind : kinds) {
       ++st.disks;

@@ -102,6 +102,12 @@ class DiskModel {
   int64_t promises() const { return static_cast<int64_t>(promised_.size()); }
   // Identifies the disk materialize(kind) would write (equal disks, equal fingerprints).
   uint64_t fingerprint(CrashKind kind) const;
+  // What changed under root without going through the file layer (a child process's files,
+  // the child's output log): the calls that bring the model in line with the real disk, each
+  // new or changed file written whole (and fsync'd unless durable(path) says it is a log
+  // the writer never syncs), each removed name unlinked, and each folder where a name came
+  // or went synced. Applied to this model and returned (for the record).
+  std::vector<Op> absorb_outside_changes(const std::function<bool(const std::string& path)>& durable);
 
  private:
   struct Node {
@@ -118,6 +124,9 @@ class DiskModel {
   void track_promises();
   void snapshot(const std::string& abs, int node);
   void write_tree(int node, const std::string& abs, CrashKind kind) const;
+  void absorb(int node, const std::string& abs, const std::function<bool(const std::string&)>& durable,
+              std::vector<Op>& out);
+  int next_outside_fd_ = 1 << 24;  // descriptors of the absorbed writes: never a real one
 
   std::string root_;
   std::vector<Node> nodes_;
@@ -135,17 +144,70 @@ class DiskModel {
 uint64_t hash_bytes(const std::string& s);
 
 struct ReplayStats {
-  int64_t points = 0;    // crash points: every prefix of the record, the empty one included
+  int64_t points = 0;    // crash points replayed: every prefix of the record (the empty one included)
+                         // or those a PointFilter picked
   int64_t disks = 0;     // crashed disks checked: points x the three CrashKinds
   int64_t distinct = 0;  // of those, different disks (each materialized and resumed once)
   int64_t promises = 0;  // promised files in the whole record
   std::vector<std::string> failures;  // the first 30
 };
 
-// For every prefix of `ops` and every CrashKind: materializes the disk a power cut there
-// leaves (`model` as it was before the recorded run), checks it (check_materialized), then
-// calls resume_and_check, which runs the program on it and says what went wrong.
+// Which crash points to replay: called with k (the prefix length, 0..ops.size()) before the
+// disks of that point are built; false skips the point (its call is still applied to the
+// model). Also lets a check know where in the record the cut is (what was reported by then).
+using PointFilter = std::function<bool(size_t k)>;
+
+// A RecordingFileOps that also records what a child process (or code that bypasses the
+// file layer) changed under root: before each call, the changes found since the last one
+// enter the record as calls (DiskModel::absorb_outside_changes). So the writes of a child
+// that ran between two of the program's calls appear as made, durable, at its exit (what the
+// child itself does at each of its own calls is its own replay's business: `train`'s is
+// PowerLoss.Train). Single-threaded use only.
+class RecordingWithOutsideWrites : public RecordingFileOps {
+ public:
+  RecordingWithOutsideWrites(std::string root, std::function<bool(const std::string&)> durable);
+  int create(const std::string& path) override { return catch_up(), track(RecordingFileOps::create(path)); }
+  int open_append(const std::string& path) override { return catch_up(), track(RecordingFileOps::open_append(path)); }
+  ssize_t write(int fd, const void* data, size_t n) override { return catch_up(), track(RecordingFileOps::write(fd, data, n)); }
+  int fsync(int fd) override { return catch_up(), track(RecordingFileOps::fsync(fd)); }
+  int close(int fd) override { return catch_up(), track(RecordingFileOps::close(fd)); }
+  int rename(const std::string& a, const std::string& b) override { return catch_up(), track(RecordingFileOps::rename(a, b)); }
+  int sync_dir(const std::string& d) override { return catch_up(), track(RecordingFileOps::sync_dir(d)); }
+  int unlink(const std::string& p) override { return catch_up(), track(RecordingFileOps::unlink(p)); }
+  int rmdir(const std::string& p) override { return catch_up(), track(RecordingFileOps::rmdir(p)); }
+  int mkdir(const std::string& p) override { return catch_up(), track(RecordingFileOps::mkdir(p)); }
+  int symlink(const std::string& t, const std::string& l) override { return catch_up(), track(RecordingFileOps::symlink(t, l)); }
+  int link(const std::string& a, const std::string& b) override { return catch_up(), track(RecordingFileOps::link(a, b)); }
+  void promised(const std::string& path) override {
+    catch_up();
+    RecordingFileOps::promised(path);
+    track(0);
+  }
+  // Takes in what changed since the last call (also call it once the program is done).
+  void catch_up();
+  // Whether call i stands for an outside change. A block of them is one event (the child's
+  // exit): a crash point inside a block is not one the real disk could be at.
+  bool from_outside(size_t i) const { return i < outside_call_.size() && outside_call_[i]; }
+  int64_t absorbed = 0;  // calls that stand for outside changes
+
+ private:
+  template <typename T>
+  T track(T result) {  // applies the calls just recorded to the tracking model
+    for (; applied_ < ops.size(); ++applied_) tracker_.apply(ops[applied_]);
+    return result;
+  }
+  std::vector<bool> outside_call_;
+  DiskModel tracker_;  // the program's view of the disk as recorded so far
+  size_t applied_ = 0;
+  std::function<bool(const std::string&)> durable_;
+};
+
+// For every prefix of `ops` (or those `replay_point` picks) and every CrashKind: materializes
+// the disk a power cut there leaves (`model` as it was before the recorded run), checks it
+// (check_materialized), then calls resume_and_check, which runs the program on it and says
+// what went wrong.
 ReplayStats replay_every_prefix(DiskModel model, const std::vector<Op>& ops,
-                                const std::function<std::vector<std::string>()>& resume_and_check);
+                                const std::function<std::vector<std::string>()>& resume_and_check,
+                                const PointFilter& replay_point = {});
 
 }  // namespace crash

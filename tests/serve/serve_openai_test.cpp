@@ -70,7 +70,8 @@ TEST(ServeOpenAiClient, ChatFineTuneAndCancelEndToEnd) {
   EXPECT_EQ(out["jobs_listed"], nlohmann::json::array({out["job"]["id"]}));
   bool saw_step = false;
   for (const auto& e : out["events"]) {
-    saw_step |= e.get<std::string>().rfind("step " + std::to_string(kSteps) + "/", 0) == 0;
+    saw_step |= e.get<std::string>().rfind("Step " + std::to_string(kSteps) + "/" + std::to_string(kSteps) +
+                                           ": training loss=", 0) == 0;
     EXPECT_EQ(e.get<std::string>().find((tmp / "data").string()), std::string::npos) << "an event shows the data folder: " << e;
   }
   EXPECT_TRUE(saw_step) << out["events"].dump(1);

@@ -28,9 +28,11 @@ struct TextWindowOptions {
 // The windows over `tokens` (at least 2). Throws nl::Error for options out of range.
 Dataset text_windows(const std::vector<int32_t>& tokens, const TextWindowOptions& opt, const std::string& source);
 
-// The tokens of a UTF-8 text file (a leading byte-order mark dropped), BOS first when the
-// tokenizer adds one; special-token text is plain text. Throws nl::Error naming the file when
-// it cannot be read.
+// The tokens of a UTF-8 text (a leading byte-order mark dropped), BOS first when the
+// tokenizer adds one; special-token text is plain text.
+std::vector<int32_t> text_tokens(std::string text, const Tokenizer& tok);
+
+// text_tokens of a file's text. Throws nl::Error naming the file when it cannot be read.
 std::vector<int32_t> load_text_tokens(const std::string& path, const Tokenizer& tok);
 
 }  // namespace nl

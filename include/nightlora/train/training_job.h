@@ -20,6 +20,7 @@
 // validations without improvement.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -105,6 +106,37 @@ struct TrainingJobOptions {
   std::string config_file;
 };
 
+// Where the run stands, given to TrainingJobOutput::progress at each event below. The numbers
+// are the ones log.jsonl records for the same event (its "train", "val", "wait" and "pace"
+// rows), so a caller needs no log reader.
+struct TrainingProgress {
+  enum class Event {
+    Step,        // an optimizer step finished (status: its status line)
+    Validation,  // the validation set was scored (val_loss is the new figure)
+    Checkpoint,  // a checkpoint of step `step` was written
+    Waiting,     // background conditions: paused true when a wait begins (reason: why), false when it ends
+    Pacing,      // thermal pacing decided the idle time after step `step` (idle_s, reason)
+  };
+  Event event = Event::Step;
+  int64_t step = 0;         // optimizer steps done
+  int64_t total_steps = 0;
+  int64_t epoch = 0;        // 0-based epoch of the last step's last example (the "train" row's "epoch")
+  // The last step's figures ("train" row): NaN until this session's first step. A step the
+  // divergence guard refused has skipped set (its loss may be NaN).
+  double loss = std::numeric_limits<double>::quiet_NaN();
+  double lr = std::numeric_limits<double>::quiet_NaN();
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  double tokens_per_s = std::numeric_limits<double>::quiet_NaN();
+  bool skipped = false;
+  double elapsed_s = 0;     // training time so far, earlier sessions included ("elapsed_s")
+  // The last validation loss measured in this session ("val" row's "val_loss"); NaN before it.
+  double val_loss = std::numeric_limits<double>::quiet_NaN();
+  bool paused = false;      // waiting for background conditions (power, battery, time window, ...)
+  double idle_s = 0;        // Pacing: the idle time inserted after the step
+  std::string reason;       // Waiting / Pacing: why
+  std::string status;       // Step: the one-line status (the text step_status gets)
+};
+
 // Where the run reports, as it goes. Every method may be left as is (the default ignores it).
 class TrainingJobOutput {
  public:
@@ -116,6 +148,9 @@ class TrainingJobOutput {
   virtual void warning(const std::string& text) {}
   // The one-line status after each optimizer step (a terminal may rewrite it in place).
   virtual void step_status(const std::string& text) {}
+  // Structured progress: after every step (after its status line), validation, checkpoint,
+  // background wait and pacing decision, on the job's thread.
+  virtual void progress(const TrainingProgress& p) {}
   // Precision calibration: pass `done` of at most `most`.
   virtual void calibration_progress(int64_t done, int64_t most) {}
   // Asked at every step boundary (and while a background wait or pacing sleep lasts): true
