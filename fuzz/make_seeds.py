@@ -100,6 +100,45 @@ put("jsonl_data", "messages.jsonl", "\x40\x40" + "\n".join(json.dumps(x) for x i
 put("jsonl_data", "array-bom.json", "\x16\x02" + "\ufeff" + json.dumps(
     [{"text": "one"}, {"prompt": "p", "completion": "c"}, {"text": ""}, 5, {"messages": []}]))
 
+# serve's requests (serve_request): an endpoint byte ('0' chat, '1' completions, '2' fine-tuning
+# jobs, '3' a /v1/files upload), then the body. The bodies are the ones tools/js-serve's openai
+# client sends (end_to_end.mjs, load.mjs: captured once through a logging proxy), plus the
+# fields and forms the server also reads. An upload is a form byte ('7': multipart with
+# 'purpose' and 'file'), a size-limit byte, then "purpose\n----\nfilename\n----\nfile".
+def body(d):
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+chat = {"model": "stories260K", "messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 8,
+        "temperature": 0}
+put("serve_request", "chat.json", "0" + body(chat))
+put("serve_request", "chat-stream.json", "0" + body({**chat, "stream": True, "stream_options": {"include_usage": True}}))
+put("serve_request", "chat-parts.json", "0" + body({
+    "model": "ft:stories260K:zorbo:0123456789abcdef01234567",
+    "messages": [{"role": "developer", "content": "Be brief."},
+                 {"role": "user", "content": [{"type": "text", "text": "Tell "}, {"type": "text", "text": "a story"}]},
+                 {"role": "assistant", "content": None}, {"role": "user", "content": "More"}],
+    "max_completion_tokens": 16, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "repeat_penalty": 1.1,
+    "repeat_last_n": -1, "seed": -7, "stop": ["\n", "The end"], "n": 1, "frequency_penalty": 0}))
+put("serve_request", "completion.json", "1" + body({"model": "stories260K", "prompt": "Once upon a time",
+                                                     "max_tokens": 8, "temperature": 0}))
+put("serve_request", "completion-stream.json", "1" + body({"model": "zorbo", "prompt": ["The little dragon"],
+                                                            "max_tokens": 24, "temperature": 0, "stream": True,
+                                                            "stop": "."}))
+put("serve_request", "fine-tune.json", "2" + body({
+    "model": "stories260K", "training_file": "file-0123456789abcdef01234567", "seed": 3,
+    "hyperparameters": {"n_steps": 30, "learning_rate": 0.005, "precision": "f32", "save_every": 10}}))
+put("serve_request", "fine-tune-all.json", "2" + body({
+    "model": "stories260K", "training_file": "file-0123456789abcdef01234567",
+    "validation_file": "file-76543210fedcba9876543210", "suffix": "zorbo_v2", "seed": 0,
+    "hyperparameters": {"n_epochs": "auto", "batch_size": 4, "learning_rate_multiplier": 2.0, "rank": 8,
+                        "alpha": 16, "seq_len": 128, "grad_accum": 2, "warmup": 5, "lora_seed": 1,
+                        "save_every": 0, "precision": "int8", "schedule": "linear", "train_on": "all"}}))
+put("serve_request", "upload-stories.txt", "37~fine-tune\n----\ntiny.jsonl\n----\n" + "\n".join(stories[:4]) + "\n")
+put("serve_request", "upload-messages.txt", "37~fine-tune\n----\nchat.jsonl\n----\n" + "\n".join(json.dumps(x) for x in [
+    {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}]},
+    {"prompt": "Zorbo saw", "completion": " a red ball."}]) + "\n")
+put("serve_request", "upload-array.txt", "37\x10fine-tune\n----\nall.json\n----\n" + json.dumps(
+    [{"text": "one"}, {"prompt": "p", "completion": "c"}]))
+
 # A Hugging Face folder's config.json (+ tokenizer_config.json).
 cfg = maybe(os.path.join(tiny_dir, "config.json"))
 if cfg:
@@ -163,3 +202,12 @@ for target in ("config_toml", "run_folder", "nightly_status"):
     for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
         with open(os.path.join(src, name), "rb") as f:
             put(target, name, f.read())
+
+# serve's request fields (serve.dict): the keys and values its readers look for, JSON's
+# tokens, and the upload's field separator (serve_request_fuzz.cpp).
+serve_words = literals(["src/serve/completion_fields.cpp", "src/serve/fine_tuning_request.cpp",
+                        "src/serve/request_fields.cpp", "src/serve/upload_request.cpp", "src/serve/file_store.cpp"])
+entries = [b"{", b"}", b"[", b"]", b":", b",", b'""', b"null", b"true", b"false", b"-1", b"0", b"1e308", b"2.5",
+           b"9223372036854775807", b"18446744073709551615", b"\\u0000", b"\\ud800", b"\n----\n", b'"auto"']
+entries += [('"' + w + '"').encode() for w in serve_words]
+write_dict("serve.dict", entries)

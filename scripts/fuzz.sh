@@ -4,12 +4,19 @@
 #
 #   scripts/fuzz.sh --ci               what CI runs (scripts/test.sh): replay every file in
 #                                      fuzz/regressions/, fuzz every target 20 s, two at a time,
-#                                      then check the planted bug is found (a test of the test)
+#                                      then check the planted bug is found (a test of the test),
+#                                      then run serve's hostile requests against the sanitized
+#                                      server (--serve)
 #   scripts/fuzz.sh --minutes N        fuzz every target N minutes (after the replay); a new
 #                                      crash is minimized into fuzz/regressions/<target>/
 #   scripts/fuzz.sh --seconds N        the same in seconds
 #   scripts/fuzz.sh --replay           only replay fuzz/regressions/
 #   scripts/fuzz.sh --planted          only the planted-bug check
+#   scripts/fuzz.sh --serve            only serve under ASan + UBSan: `nightlora serve` built in
+#                                      build-fuzz/ (nightlora_serve_sanitized) and the requests of
+#                                      tests/serve's ServeRefusals and ServeLimits sent to it (the
+#                                      test program from the Release build, build/tests/test_serve,
+#                                      or $NL_FUZZ_SERVE_TESTS); a sanitizer report fails it
 #   scripts/fuzz.sh --make-seeds       rewrite fuzz/corpus/ and fuzz/dict/ from the real files
 # Options: --jobs J (targets at a time, default 2), --targets "gguf_model lamp2 ..." (default:
 # all), --build-only.
@@ -38,6 +45,7 @@ while [ $# -gt 0 ]; do
     --seconds) mode=long; seconds=$2; shift ;;
     --replay) mode=replay ;;
     --planted) mode=planted ;;
+    --serve) mode=serve ;;
     --make-seeds) mode=seeds ;;
     --jobs) jobs=$2; shift ;;
     --targets) targets_opt=$2; shift ;;
@@ -46,7 +54,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$mode" ] || [ "$build_only" = 1 ] || { echo "fuzz.sh: say --ci, --minutes N, --replay, --planted or --make-seeds" >&2; exit 2; }
+[ -n "$mode" ] || [ "$build_only" = 1 ] || { echo "fuzz.sh: say --ci, --minutes N, --replay, --planted, --serve or --make-seeds" >&2; exit 2; }
 
 # target | seed corpus dir | dictionary | max_len | timeout (s) | rss limit (MB)
 # (encode_llama3 and _qwen3 hold a real 128k/151k-token tokenizer: more memory; long inputs:
@@ -66,6 +74,7 @@ jsonl_data       jsonl_data      json.dict 16384 5 1024
 checkpoint       checkpoint      json.dict 16384 5 1024
 precision_plan   precision_plan  json.dict  8192 5 1024
 lamp2            lamp2           json.dict 16384 5 1024
+serve_request    serve_request   serve.dict 16384 5 1024
 "
 all_targets=$(echo "$TARGETS" | awk 'NF {print $1}')
 selected=${targets_opt:-$all_targets}
@@ -85,6 +94,13 @@ build_targets="nl_fuzz"
 [ "$mode" = ci ] || [ "$mode" = planted ] && build_targets="$build_targets fuzz_gguf_planted"
 [ "$mode" = seeds ] && build_targets="fuzz_make_seeds"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $build_targets
+# The sanitized server, where cpp-httplib is installed (as the serve module); the build above
+# has regenerated build.ninja if fuzz/CMakeLists.txt changed.
+has_serve=0
+grep -q 'nightlora_serve_sanitized' "$build/build.ninja" && has_serve=1
+if [ "$has_serve" = 1 ] && { [ "$mode" = ci ] || [ "$mode" = serve ] || [ "$build_only" = 1 ]; }; then
+  cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target nightlora_serve_sanitized
+fi
 [ "$build_only" = 1 ] && exit 0
 bin=$build/fuzz
 
@@ -101,6 +117,10 @@ field() { echo "$TARGETS" | awk -v t="$1" -v k="$2" '$1 == t {print $k}'; }
 # Whether a target's real input files are there (exit 77 from its start-up = skipped).
 available() {
   local t=$1 out rc=0
+  if [ ! -x "$bin/fuzz_$t" ]; then
+    echo "fuzz $t: SKIPPED: not built (fuzz_serve_request needs cpp-httplib: scripts/setup.sh)"
+    return 1
+  fi
   out=$("$bin/fuzz_$t" -runs=0 2>&1) || rc=$?
   if [ "$rc" = 77 ]; then
     echo "fuzz $t: SKIPPED: $(echo "$out" | grep -m1 'nlfuzz:')"
@@ -176,7 +196,7 @@ fuzz_one() {
 
 # 3. The test of the test: the GGUF target against a reader with a planted bug (a string's
 # length checked against the file size, not the bytes left) must report the heap-buffer-overflow
-# within the CI time.
+# (or the memcpy-param-overlap the same over-long copy can show as) within the CI time.
 planted() {
   local t0 log=$build/fuzz-planted.log rc=0 limit=${NL_FUZZ_PLANTED_SECONDS:-60} execs
   available gguf_model || return 0
@@ -185,10 +205,43 @@ planted() {
   "$bin/fuzz_gguf_planted" "$build/corpus/planted" fuzz/corpus/gguf_model -dict=fuzz/dict/gguf.dict \
     -max_len=98304 -max_total_time="$limit" -artifact_prefix="$build/corpus/planted-" >"$log" 2>&1 || rc=$?
   execs=$(grep -oE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
-  if [ "$rc" != 0 ] && grep -q 'heap-buffer-overflow' "$log"; then
+  # The over-long string shows as a heap-buffer-overflow or, when the copy's source and
+  # destination then overlap, a memcpy-param-overlap: either is ASan catching the planted read.
+  if [ "$rc" != 0 ] && grep -qE 'AddressSanitizer: (heap-buffer-overflow|memcpy-param-overlap)' "$log"; then
     echo "fuzz planted bug (GGUF string length checked against the file size): found in $(( $(date +%s) - t0 )) s, after ${execs:-a few} execs"
   else
     echo "fuzz planted bug: NOT FOUND in $limit s (log: $log): the fuzzing setup does not catch an out-of-bounds read"
+    status=1
+  fi
+}
+
+# 4. serve under ASan + UBSan: tests/serve's hostile requests (bad tokens, path-like names,
+# oversized bodies and uploads, malformed JSON, wrong types, huge max_tokens, the 429 limit)
+# and what must still work among them (a streamed and a plain completion, a tiny job) sent
+# to the sanitized server. A sanitizer report (kept in $build/serve-asan/) fails the step, as
+# does any failed expectation.
+serve_sanitized() {
+  local tests=${NL_FUZZ_SERVE_TESTS:-$root/build/tests/test_serve} reports=$build/serve-asan t0 rc=0
+  if [ "$has_serve" != 1 ]; then
+    echo "serve under ASan: SKIPPED: no serve module in $build (it needs cpp-httplib: scripts/setup.sh)"
+    return 0
+  fi
+  if [ ! -x "$tests" ]; then
+    echo "serve under ASan: SKIPPED: $tests is not built (scripts/test.sh builds it before fuzzing)"
+    return 0
+  fi
+  rm -rf "$reports" && mkdir -p "$reports"
+  t0=$(date +%s)
+  NL_SERVE_CLI="$bin/nightlora_serve_sanitized" \
+    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$reports/asan" \
+    UBSAN_OPTIONS="print_stacktrace=1:log_path=$reports/ubsan" \
+    "$tests" --gtest_filter='ServeRefusals.*:ServeLimits.*' >"$build/serve-asan.log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ] && [ -z "$(ls -A "$reports")" ]; then
+    echo "serve under ASan: $(grep -m1 -oE '[0-9]+ tests? from [0-9]+ test suites? ran' "$build/serve-asan.log"), passed, no sanitizer report, in $(( $(date +%s) - t0 )) s"
+  else
+    echo "serve under ASan: FAILED (exit $rc; log: $build/serve-asan.log; sanitizer reports: $reports)"
+    grep -E '^\[  FAILED  \]|Failure' "$build/serve-asan.log" | head -20 || true
+    for f in "$reports"/*; do [ -f "$f" ] && head -40 "$f"; done
     status=1
   fi
 }
@@ -221,7 +274,8 @@ trap clean_scratch EXIT
 case "$mode" in
   replay) replay ;;
   planted) planted ;;
-  ci) replay; run_all; planted ;;
+  serve) serve_sanitized ;;
+  ci) replay; run_all; planted; serve_sanitized ;;
   long) replay; run_all ;;
 esac
 exit $status

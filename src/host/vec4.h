@@ -33,7 +33,10 @@ using i4 = int32_t __attribute__((vector_size(16)));
 // (GCC gives vector types their element's alias set), so the compiler may keep pointers
 // and other non-float values in registers across them (a memcpy may alias anything, and
 // in the tile loops it made GCC reload every row pointer after each store).
-using f4u = float __attribute__((vector_size(16), aligned(4)));
+// (A typedef, as the compilers' own headers write their unaligned vector types: clang
+// ignores aligned(4) in a `using` alias and kept 16- and 32-byte alignment, so its builds
+// made aligned loads of unaligned rows; UBSan in build-fuzz/'s sanitized server found it.)
+typedef float f4u __attribute__((vector_size(16), aligned(4)));
 inline f4 load(const float* p) { return *reinterpret_cast<const f4u*>(p); }
 inline void store(float* p, f4 v) { *reinterpret_cast<f4u*>(p) = v; }
 // The first min(n, 4) floats at p, the other lanes zero; and the first min(n, 4) lanes of
@@ -86,7 +89,7 @@ inline V exp(V x) {
 // warns that passing one by value changes the ABI without AVX: every function taking or
 // returning one is inlined into the kernels (NL_HOST_KERNEL's flatten), so no call passes one.
 using f8 = float __attribute__((vector_size(32)));
-using f8u = float __attribute__((vector_size(32), aligned(4)));
+typedef float f8u __attribute__((vector_size(32), aligned(4)));
 inline f8 load8(const float* p) { return *reinterpret_cast<const f8u*>(p); }
 inline void store8(float* p, f8 v) { *reinterpret_cast<f8u*>(p) = v; }
 // The first min(n, 8) floats at p, the other lanes `fill`; and the first min(n, 8) lanes of

@@ -1,6 +1,6 @@
-// POST /v1/chat/completions and /v1/completions: a request's fields read and checked (400s
-// name the field), its prompt rendered and tokenized as `nightlora generate` does, and the
-// generation run on the resident model with the request's adapter. Each request has its own
+// POST /v1/chat/completions and /v1/completions: a request's fields read and checked
+// (completion_fields.h; 400s name the field), its prompt rendered and tokenized as
+// `nightlora generate` does, and the generation run on the resident model with the request's adapter. Each request has its own
 // decoder (its own KV cache, sized for its prompt and max_tokens) on the shared engine; the
 // prompt's forward and every new token's forward run under a serving turn
 // (engine/engine_turns.h), so requests interleave token by token and a training step waits.

@@ -38,6 +38,8 @@ bool well_formed_id(const std::string& id, const std::string& prefix) {
   return true;
 }
 
+}  // namespace
+
 void check_training_data(const std::string& bytes) {
   size_t start = bytes.find_first_not_of(" \t\r\n");
   if (start == std::string::npos) bad_request("the file is empty: upload JSONL, one training example per line", "file");
@@ -69,7 +71,11 @@ void check_training_data(const std::string& bytes) {
   if (examples == 0) bad_request("the file holds no example", "file", "invalid_file_format");
 }
 
-}  // namespace
+void check_training_file(const std::string& purpose, const std::string& bytes) {
+  if (purpose != "fine-tune")
+    bad_request("purpose must be 'fine-tune' (the only kind of file this server keeps)", "purpose", "invalid_value");
+  check_training_data(bytes);
+}
 
 FileStore::FileStore(const std::string& dir, int max_files) : dir_(dir), max_files_(max_files) {
   make_dirs(dir_);  // durable: an upload promised inside must not vanish with its folder
@@ -84,9 +90,7 @@ FileStore::FileStore(const std::string& dir, int max_files) : dir_(dir), max_fil
 }
 
 nlohmann::json FileStore::add(const std::string& filename, const std::string& purpose, const std::string& bytes) {
-  if (purpose != "fine-tune")
-    bad_request("purpose must be 'fine-tune' (the only kind of file this server keeps)", "purpose", "invalid_value");
-  check_training_data(bytes);
+  check_training_file(purpose, bytes);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(records_.size()) >= max_files_)

@@ -18,11 +18,16 @@ namespace nl::serve {
 std::string random_id(const std::string& prefix);
 int64_t unix_now();
 
+// Checks that `bytes` is JSONL (one JSON object per line) or one JSON array of objects, as
+// `train` reads: a 400 naming the line otherwise.
+void check_training_data(const std::string& bytes);
+// check_training_data, after checking purpose is "fine-tune" (400 naming 'purpose').
+void check_training_file(const std::string& purpose, const std::string& bytes);
+
 class FileStore {
  public:
   FileStore(const std::string& dir, int max_files);  // creates DIR, reads the records there
-  // Checks that `bytes` is JSONL (one JSON object per line) or one JSON array of objects, as
-  // `train` reads; 400 naming the line otherwise. Returns the file object.
+  // Checks the file (check_training_file), keeps it, returns the file object.
   nlohmann::json add(const std::string& filename, const std::string& purpose, const std::string& bytes);
   // The record of `id`, or a 404 naming `param`.
   nlohmann::json get(const std::string& id, const std::string& param) const;

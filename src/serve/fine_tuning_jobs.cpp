@@ -13,14 +13,13 @@
 #include "serve/adapter_registry.h"
 #include "serve/api_error.h"
 #include "serve/file_store.h"
+#include "serve/fine_tuning_request.h"
 #include "serve/request_fields.h"
 
 namespace fs = std::filesystem;
 
 namespace nl::serve {
 
-// The base learning rate learning_rate_multiplier scales: `nightlora train`'s default --lr.
-constexpr double kBaseLearningRate = 1e-4;
 // Events kept per job (the oldest step lines go first).
 constexpr size_t kMaxEvents = 500;
 
@@ -38,52 +37,6 @@ namespace {
 bool well_formed_job_id(const std::string& id) {
   if (id.size() != 6 + 24 || id.compare(0, 6, "ftjob-") != 0) return false;
   return std::all_of(id.begin() + 6, id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// A hyperparameter that may be "auto" (OpenAI's default marker) or an integer in range.
-std::optional<int64_t> auto_or_integer(const nlohmann::json& hp, const std::string& key, int64_t lo, int64_t hi) {
-  auto it = hp.find(key);
-  if (it != hp.end() && it->is_string()) {
-    if (*it == "auto") return std::nullopt;
-    bad_request("'hyperparameters." + key + "' must be \"auto\" or an integer", "hyperparameters." + key, "invalid_type");
-  }
-  try {
-    return opt_integer(hp, key, lo, hi);
-  } catch (ApiError& e) {
-    e.param = "hyperparameters." + key;
-    throw;
-  }
-}
-
-std::optional<double> auto_or_number(const nlohmann::json& hp, const std::string& key, double lo, double hi) {
-  auto it = hp.find(key);
-  if (it != hp.end() && it->is_string()) {
-    if (*it == "auto") return std::nullopt;
-    bad_request("'hyperparameters." + key + "' must be \"auto\" or a number", "hyperparameters." + key, "invalid_type");
-  }
-  try {
-    return opt_number(hp, key, lo, hi);
-  } catch (ApiError& e) {
-    e.param = "hyperparameters." + key;
-    throw;
-  }
-}
-
-std::optional<std::string> one_of(const nlohmann::json& hp, const std::string& key, std::initializer_list<const char*> allowed) {
-  std::optional<std::string> v;
-  try {
-    v = opt_string(hp, key);
-  } catch (ApiError& e) {
-    e.param = "hyperparameters." + key;
-    throw;
-  }
-  if (!v) return v;
-  std::string names;
-  for (const char* a : allowed) {
-    if (*v == a) return v;
-    names += (names.empty() ? "" : ", ") + std::string(a);
-  }
-  bad_request("'hyperparameters." + key + "' must be one of " + names, "hyperparameters." + key, "invalid_value");
 }
 
 nlohmann::json make_event(const std::string& message, const std::string& level,
@@ -236,43 +189,17 @@ std::shared_ptr<FineTuningJobs::Job> FineTuningJobs::find(const std::string& id)
 }
 
 nlohmann::json FineTuningJobs::create(const nlohmann::json& body) {
-  const std::string model = req_string(body, "model");
+  // Every field's type first (fine_tuning_request.h), then the model and the files.
+  FineTuningRequest req = read_fine_tuning_request(body, resident_.model().config.context);
+  const std::string& model = req.model;
   if (model != registry_.base_id())
     bad_request("fine-tuning starts from the base model '" + registry_.base_id() + "'; '" + model + "' is not it",
                 "model", "invalid_value");
-  const std::string training_file = req_string(body, "training_file");
-  nlohmann::json settings;
-  std::optional<std::string> validation_file = opt_string(body, "validation_file");
-  std::optional<std::string> suffix = opt_string(body, "suffix");
-  if (suffix && (suffix->empty() || suffix->size() > 40 ||
-                 !std::all_of(suffix->begin(), suffix->end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; })))
-    bad_request("'suffix' must be 1 to 40 letters, digits, '-' or '_'", "suffix", "invalid_value");
-  const int64_t seed = opt_integer(body, "seed", 0, INT64_MAX).value_or(0);
-
-  nlohmann::json hp = nlohmann::json::object();
-  if (auto it = body.find("hyperparameters"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) bad_request("'hyperparameters' must be an object", "hyperparameters", "invalid_type");
-    hp = *it;
-  }
-  const TrainingJobOptions defaults;
-  const int64_t context = resident_.model().config.context;
-  settings["epochs"] = auto_or_integer(hp, "n_epochs", 1, 1000).value_or(defaults.epochs);
-  settings["batch"] = auto_or_integer(hp, "batch_size", 1, 4096).value_or(defaults.batch);
-  const double multiplier = auto_or_number(hp, "learning_rate_multiplier", 1e-6, 1e4).value_or(1.0);
-  settings["lr"] = auto_or_number(hp, "learning_rate", 1e-9, 1.0).value_or(kBaseLearningRate * multiplier);
-  // nightlora's own hyperparameters (the flags of `nightlora train` of the same names).
-  settings["iters"] = auto_or_integer(hp, "n_steps", 0, 10000000).value_or(0);
-  settings["rank"] = auto_or_integer(hp, "rank", 1, 1024).value_or(defaults.rank);
-  settings["alpha"] = auto_or_number(hp, "alpha", 1e-6, 1e6).value_or(defaults.alpha);
-  settings["seq_len"] = auto_or_integer(hp, "seq_len", 8, context).value_or(std::min<int64_t>(defaults.seq_len, context));
-  settings["grad_accum"] = auto_or_integer(hp, "grad_accum", 1, 1024).value_or(defaults.grad_accum);
-  settings["warmup"] = auto_or_integer(hp, "warmup", 0, 10000000).value_or(defaults.warmup);
-  settings["lora_seed"] = auto_or_integer(hp, "lora_seed", 0, INT64_MAX).value_or(0);
-  settings["save_every"] = auto_or_integer(hp, "save_every", 0, 10000000).value_or(defaults.save_every);
-  settings["precision"] = one_of(hp, "precision", {"auto", "f32", "f16", "int8"}).value_or(defaults.precision);
-  settings["schedule"] = one_of(hp, "schedule", {"cosine", "linear", "constant"}).value_or(defaults.schedule);
-  settings["train_on"] = one_of(hp, "train_on", {"completion", "all"}).value_or(defaults.train_on);
-  settings["seed"] = seed;
+  const std::string& training_file = req.training_file;
+  const std::optional<std::string>& validation_file = req.validation_file;
+  const std::optional<std::string>& suffix = req.suffix;
+  const int64_t seed = req.seed;
+  nlohmann::json& settings = req.settings;
   // The files last, once every field has its type: ids this server made, never paths.
   try {
     settings["data"] = files_.data_path(training_file, "training_file");

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "serve/file_store.h"
 #include "serve/fine_tuning_jobs.h"
 #include "serve/request_fields.h"
+#include "serve/upload_request.h"
 
 namespace fs = std::filesystem;
 
@@ -96,6 +98,10 @@ struct Server::Impl {
   httplib::Server http;
   int port = 0;
   std::atomic<int> active{0};  // completions running now
+  // A test hook (NL_SERVE_TEST_HOLD=FILE, read at start, announced in the log): a completion
+  // that has its slot waits while FILE exists, so a test can hold every slot for as long as
+  // it needs and see the 429 without racing a request's end (tests/serve/serve_limits_test.cpp).
+  std::string hold_file;
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -118,6 +124,12 @@ struct Server::Impl {
                      "", "rate_limit_exceeded");
     }
     return std::make_shared<Slot>(active);
+  }
+  void wait_while_held() const {
+    if (hold_file.empty()) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (fs::exists(hold_file) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 
   nlohmann::json json_body(const httplib::Request& req) const {
@@ -150,6 +162,7 @@ struct Server::Impl {
     const nlohmann::json body = json_body(req);
     serve::CompletionRequest cr = completions->parse(body, chat);
     std::shared_ptr<Slot> slot = take_slot();
+    wait_while_held();
     const std::string id = serve::random_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = serve::unix_now();
     const std::string model = cr.target.id;
@@ -251,7 +264,11 @@ struct Server::Impl {
       send_error(res, 500, "internal error (please report it): " + what, "server_error");
     });
 
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
+    // Also how many completions run now (a client or a test sees when the 429 limit is reached).
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, {{"status", "ok"}, {"completions_running", active.load()},
+                           {"max_concurrent", opt.limits.max_concurrent}});
+    });
 
     auto model_object = [](const serve::RegisteredModel& m) {
       return nlohmann::json{{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", m.owned_by}};
@@ -270,17 +287,8 @@ struct Server::Impl {
               guarded([this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); }));
 
     http.Post("/v1/files", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      if (!req.is_multipart_form_data() || !req.has_file("file"))
-        serve::bad_request("upload the file as multipart/form-data with fields 'file' and 'purpose'", "file",
-                           "missing_required_parameter");
-      const httplib::MultipartFormData file = req.get_file_value("file");
-      if (file.content.size() > opt.limits.max_upload_bytes)
-        throw ApiError(413, "invalid_request_error",
-                       "the file has " + std::to_string(file.content.size()) + " bytes; this server takes at most " +
-                           std::to_string(opt.limits.max_upload_bytes),
-                       "file", "file_too_large");
-      const std::string purpose = req.has_file("purpose") ? req.get_file_value("purpose").content : "";
-      send_json(res, 200, files->add(file.filename, purpose, file.content));
+      const serve::Upload upload = serve::read_upload(req, opt.limits.max_upload_bytes);
+      send_json(res, 200, files->add(upload.filename, upload.purpose, upload.content));
     }));
     http.Get("/v1/files", guarded([this](const httplib::Request&, httplib::Response& res) {
       nlohmann::json data = nlohmann::json::array();
@@ -378,6 +386,10 @@ Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> 
   s.http.set_read_timeout(30);
   s.http.set_write_timeout(30);
   s.routes();
+  if (const char* hold = std::getenv("NL_SERVE_TEST_HOLD"); hold && *hold) {
+    s.hold_file = hold;
+    s.log(std::string("test hook NL_SERVE_TEST_HOLD: completions wait while ") + hold + " exists");
+  }
 
   if (!is_loopback(s.opt.host) && s.opt.api_key.empty())
     s.log("warning: listening on " + s.opt.host + " without --api-key: anyone who can reach it can use the model, "

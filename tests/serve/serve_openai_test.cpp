@@ -107,14 +107,18 @@ TEST(ServeOpenAiClient, ConcurrentClientsWhileAJobTrains) {
                       tmp / "serve.log");
   ASSERT_TRUE(server.started());
   const int steps = 60;
-  // 8 clients x 4 requests (chat and text, streamed and not, base and adapter) while it trains.
+  // 16 clients x 8 requests (chat and text, streamed and not, base and adapter) while it
+  // trains: as many at once as the default --max-concurrent, so none is refused.
+  constexpr int kClients = 16, kRequests = 8;
   nlohmann::json out = run_node("load.mjs", {server.base_url(), serve_test_data().string(), model.stem().string() + ",zorbo",
-                                             "8", "4", "24", hyperparameters(steps), std::to_string(kSeed)});
+                                             std::to_string(kClients), std::to_string(kRequests), "24",
+                                             hyperparameters(steps), std::to_string(kSeed)});
   ASSERT_TRUE(out.contains("job")) << out.dump(1);
-  EXPECT_EQ(out["answered"], 32);
+  EXPECT_EQ(out["answered"], kClients * kRequests);
   EXPECT_TRUE(out["mismatches"].empty()) << out["mismatches"].dump(1);
   EXPECT_EQ(out["status_at_start"], "running") << "the load did not overlap the job";
-  std::printf("load: 32 requests in %.2f s; the job was %s when they were answered\n", out["load_seconds"].get<double>(),
+  std::printf("load: %d requests in %.2f s; the job was %s when they were answered\n", kClients * kRequests,
+              out["load_seconds"].get<double>(),
               out["status_after_load"].get<std::string>().c_str());
   ASSERT_EQ(out["job"]["status"], "succeeded") << out["job"].dump();
   const fs::path job_adapter = tmp / "data/jobs" / out["job"]["id"].get<std::string>() / "run/adapter.gguf";

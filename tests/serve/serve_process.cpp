@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <regex>
 #include <thread>
 
@@ -15,8 +16,15 @@ extern char** environ;
 
 namespace nltest {
 
-ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
-  std::vector<std::string> argv_s = {NL_CLI_PATH, "serve"};
+std::string serve_cli() {
+  const char* cli = std::getenv("NL_SERVE_CLI");
+  return cli && *cli ? cli : NL_CLI_PATH;
+}
+
+ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path& log,
+                           const std::vector<std::string>& env)
+    : log_(log) {
+  std::vector<std::string> argv_s = {serve_cli(), "serve"};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   argv_s.push_back("--port");
   argv_s.push_back("0");
@@ -28,7 +36,12 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path&
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ);
+  std::vector<std::string> env_s(env);
+  for (char** e = environ; *e; ++e) env_s.push_back(*e);  // the first of a name wins (getenv)
+  std::vector<char*> envp;
+  for (std::string& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     ADD_FAILURE() << "cannot start " << argv[0];
@@ -36,7 +49,8 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path&
     return;
   }
   const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  // (A sanitized build starts slower: 120 s.)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
     std::smatch m;
     const std::string text = read_text(log_);
@@ -52,7 +66,7 @@ ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path&
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ADD_FAILURE() << "nightlora serve did not listen within 60 s:\n" << read_text(log_);
+  ADD_FAILURE() << "nightlora serve did not listen within 120 s:\n" << read_text(log_);
 }
 
 ServeProcess::~ServeProcess() {

@@ -14,9 +14,10 @@ namespace nltest {
 
 class ServeProcess {
  public:
-  // Runs `nightlora serve ARGS --port 0`, its output in LOG; waits for it to listen (fails the
-  // test with the log after 60 s or when it exits).
-  ServeProcess(const std::vector<std::string>& args, const fs::path& log);
+  // Runs `nightlora serve ARGS --port 0` (serve_cli()), its output in LOG, with ENV
+  // ("NAME=value") added to this process's environment; waits for it to listen (fails the
+  // test with the log after 120 s or when it exits).
+  ServeProcess(const std::vector<std::string>& args, const fs::path& log, const std::vector<std::string>& env = {});
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;
@@ -35,6 +36,10 @@ class ServeProcess {
   int port_ = 0;
   fs::path log_;
 };
+
+// The nightlora that serves: $NL_SERVE_CLI when set (scripts/fuzz.sh --ci points it at the
+// ASan + UBSan build in build-fuzz/ to run the hostile requests against), else this build's.
+std::string serve_cli();
 
 // The model the serve tests run on: stories260K from ../shared, or (absent) a tiny synthetic
 // llama made in `dir`, with a note on stderr saying so.

@@ -1,9 +1,16 @@
 // Requests a server must refuse, each with an OpenAI-shaped JSON error and the right status,
 // and the server still serving afterwards: bearer tokens, path-like model names and ids,
-// oversized bodies and uploads, malformed JSON, wrong types, huge max_tokens, long prompts.
+// oversized bodies and uploads, malformed JSON, wrong types, huge max_tokens, long prompts;
+// and what it must still do among them (a streamed and a plain completion, a tiny job).
+// scripts/fuzz.sh --ci runs this suite again against the ASan + UBSan nightlora of
+// build-fuzz/ (NL_SERVE_CLI): a request that makes the server read out of bounds, leak or
+// overflow fails there.
 #include <httplib.h>
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -142,6 +149,10 @@ TEST_F(ServeRefusals, MalformedJsonAndWrongTypesAre400s) {
       {"/v1/chat/completions", "{" + m + ", \"messages\": []}", "messages"},
       {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"wizard\", \"content\": \"x\"}]}", "messages[0].role"},
       {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages[0].content"},
+      // A text part whose type is not a string (nlohmann's value() threw: a 500 before).
+      {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": 5, \"text\": \"x\"}]}]}",
+       "messages[0].content"},
+      {"/v1/chat/completions", "{" + m + ", \"messages\": [{\"role\": 7, \"content\": \"x\"}]}", "messages[0].role"},
       {"/v1/fine_tuning/jobs", "{" + m + ", \"training_file\": 5}", "training_file"},
       {"/v1/fine_tuning/jobs", "{" + m + ", \"training_file\": \"f\", \"hyperparameters\": []}", "hyperparameters"},
   };
@@ -167,7 +178,7 @@ TEST_F(ServeRefusals, HugeMaxTokensAndLongPromptsAre400s) {
 }
 
 TEST_F(ServeRefusals, ASecondServerOnTheSamePortOrFolderFails) {
-  const std::string cli = "timeout 30 " + shq(NL_CLI_PATH) + " serve --model " + shq(model_.string());
+  const std::string cli = "timeout 60 " + shq(serve_cli()) + " serve --model " + shq(model_.string());
   CmdResult port = run_cmd(cli + " --data " + shq((tmp_->path / "other").string()) + " --port " +
                            std::to_string(server_->port()));
   EXPECT_EQ(port.rc, 1) << port.out << port.err;
@@ -193,6 +204,62 @@ TEST_F(ServeRefusals, BadUploadsAndUnknownRoutes) {
   auto ok = c.Get("/v1/models", auth());
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServeRefusals, AmongThemAnswersStreamedAndPlainCompletionsAndTrainsATinyJob) {
+  httplib::Client c = client();
+  c.set_read_timeout(120);
+  nlohmann::json body = {{"model", base()}, {"messages", {{{"role", "user"}, {"content", "Once upon a time"}}}},
+                         {"max_tokens", 12}, {"temperature", 0}};
+  auto plain = c.Post("/v1/chat/completions", auth(), body.dump(), "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  const std::string text = nlohmann::json::parse(plain->body)["choices"][0]["message"]["content"].get<std::string>();
+  body["stream"] = true;
+  auto streamed = c.Post("/v1/chat/completions", auth(), body.dump(), "application/json");
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  // The streamed deltas add up to the plain answer (greedy), and the stream ends with [DONE].
+  std::string joined;
+  for (size_t at = 0; (at = streamed->body.find("data: {", at)) != std::string::npos;) {
+    const size_t end = streamed->body.find("\n\n", at);
+    nlohmann::json ev = nlohmann::json::parse(streamed->body.substr(at + 6, end - at - 6));
+    joined += ev["choices"][0]["delta"].value("content", "");
+    at = end;
+  }
+  EXPECT_EQ(joined, text);
+  EXPECT_NE(streamed->body.find("data: [DONE]"), std::string::npos);
+
+  // A tiny fine-tuning job: upload, create, run to the end, chat with its model.
+  std::string data;
+  for (const std::string line : {"{\"text\": \"Once upon a time there was a dragon named Zorbo.\"}",
+                                  "{\"prompt\": \"Zorbo saw\", \"completion\": \" a red ball.\"}"})
+    data += line + "\n";
+  httplib::MultipartFormDataItems items = {{"purpose", "fine-tune", "", ""}, {"file", data, "tiny.jsonl", ""}};
+  auto file = c.Post("/v1/files", auth(), items);
+  ASSERT_TRUE(file);
+  ASSERT_EQ(file->status, 200) << file->body;
+  nlohmann::json job_body = {{"model", base()},
+                             {"training_file", nlohmann::json::parse(file->body)["id"]},
+                             {"hyperparameters", {{"n_steps", 2}, {"batch_size", 1}, {"seq_len", 16}, {"rank", 2}}}};
+  auto job = post("/v1/fine_tuning/jobs", job_body.dump());
+  ASSERT_TRUE(job);
+  ASSERT_EQ(job->status, 200) << job->body;
+  const std::string id = nlohmann::json::parse(job->body)["id"].get<std::string>();
+  nlohmann::json state;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  do {
+    auto r = c.Get("/v1/fine_tuning/jobs/" + id, auth());
+    ASSERT_TRUE(r);
+    state = nlohmann::json::parse(r->body);
+    if (state["status"] != "queued" && state["status"] != "running") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(state["status"], "succeeded") << state.dump(1);
+  body = {{"model", state["fine_tuned_model"]}, {"prompt", "Zorbo saw"}, {"max_tokens", 8}, {"temperature", 0}};
+  auto ft = post("/v1/completions", body.dump());
+  ASSERT_TRUE(ft);
+  EXPECT_EQ(ft->status, 200) << ft->body;
 }
 
 }  // namespace
