@@ -1,8 +1,8 @@
 // The memory plan's estimated peak (memory_plan.h) against the real peak RSS of `nightlora
 // train` runs on the small real models: one step at seq 256 and the final checkpoint and
 // adapter writes, in f32, int8 and auto (calibration included), keeping every block and
-// keeping one. The estimate must be within 10% of the peak, and the peak may pass it by at
-// most 5% (docs/PERFORMANCE.md, Memory, has the same comparison on qwen2.5-0.5b Q4_0/Q8_0
+// keeping one. The estimate may be at most 10% above the peak, and the peak may pass it by
+// at most 8% (seen: up to 5%, auto on stories260K, where 1 MiB is 4%; docs/PERFORMANCE.md, Memory, has the same comparison on qwen2.5-0.5b Q4_0/Q8_0
 // at seq 128-512: bench/memory_estimate.sh).
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -75,7 +75,7 @@ void check_estimates(const fs::path& model) {
       ASSERT_GT(est, 0) << "no estimated peak in the log:\n" << text_log;
       std::printf("[memory estimate] %s %s keep-blocks %s: estimated %.1f MiB, peak RSS %.1f MiB (peak/estimate %.3f)\n",
                   model.filename().c_str(), precision, keep, est, peak_mib, peak_mib / est);
-      EXPECT_LE(peak_mib, est * 1.05) << precision << " keep " << keep << ": the real peak passes the estimate";
+      EXPECT_LE(peak_mib, est * 1.08) << precision << " keep " << keep << ": the real peak passes the estimate";
       EXPECT_GE(peak_mib, est * 0.90) << precision << " keep " << keep << ": the estimate is more than 10% high";
     }
 }

@@ -98,9 +98,10 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req);
 // tokenizer, data, thread stacks, engine scratch).
 constexpr size_t kRuntimeAllowanceBytes = size_t{64} << 20;
 // What the process grows by after a measured plan, beyond what the plan counts: the
-// engine's threads and per-thread panels, the log and report buffers (1.3-1.6 MiB on
-// stories260K, docs/PERFORMANCE.md, Memory).
-constexpr size_t kRuntimeGrowthBytes = size_t{2} << 20;
+// engine's threads and per-thread panels, the log and report buffers: 1.3-1.6 MiB on
+// stories260K, none on tinystories-656k (whose loading frees buffers after the plan is made);
+// docs/PERFORMANCE.md, Memory.
+constexpr size_t kRuntimeGrowthBytes = size_t{1} << 20;
 // What a checkpoint save holds at its peak, in copies of the adapter with its two AdamW
 // moments (3 floats per parameter): the state taken from the trainer, the checkpoint's own
 // copy, the encoded bytes (up to twice while the string grows) and the framed payload.
