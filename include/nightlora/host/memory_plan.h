@@ -105,7 +105,7 @@ constexpr size_t kRuntimeGrowthBytes = size_t{1} << 20;
 // What a checkpoint save holds at its peak, in copies of the adapter with its two AdamW
 // moments (3 floats per parameter): the state taken from the trainer, the checkpoint's own
 // copy, the encoded bytes (up to twice while the string grows) and the framed payload.
-// Measured: 4.4 on qwen2.5-0.5b (rank 8, all targets; docs/PERFORMANCE.md, Memory).
+// Measured: 4.3 on qwen2.5-0.5b (rank 8, all targets; docs/PERFORMANCE.md, Memory).
 constexpr double kCheckpointSaveCopies = 4.5;
 
 // "1500000000", "800MiB", "800M", "1.5GiB", "2G", "4096KiB": bytes. Throws nl::Error naming
