@@ -23,6 +23,7 @@
 #include "nightlora/host/lora.h"
 #include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/decoder.h"
+#include "nightlora/infer/inference_memory.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/chat_template.h"
 #include "nightlora/tokenizer/tokenizer.h"
@@ -63,6 +64,7 @@ int run_chat(const ChatArgs& a) {
     adapter = nl::stack_adapters(nl::load_scaled_adapters(specs, *model));
     decoder.set_adapter(&adapter);
   }
+  if (!a.quiet) std::fprintf(stderr, "%s\n", nl::describe_inference_memory(decoder).c_str());
 
   const nl::SamplerOptions sopt = a.sampling->resolved();
   nl::Sampler sampler(sopt);

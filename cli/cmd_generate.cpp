@@ -25,6 +25,7 @@
 #include "nightlora/infer/chat_session.h"
 #include "nightlora/infer/decoder.h"
 #include "nightlora/infer/generate.h"
+#include "nightlora/infer/inference_memory.h"
 #include "nightlora/infer/sampler.h"
 #include "nightlora/modelio/model.h"
 #include "nightlora/tokenizer/chat_template.h"
@@ -196,6 +197,7 @@ int run_generate(const GenerateArgs& a) {
                  static_cast<long long>(res.decoded_tokens), res.decode_s, rate(res.decoded_tokens, res.decode_s),
                  nl::precision_name(dopt.precision), nl::kv_type_name(dopt.kv_type), decoder.engine().threads(),
                  decoder.engine().backend().c_str(), static_cast<unsigned long long>(sopt.seed));
+    std::fprintf(stderr, "%s\n", nl::describe_inference_memory(decoder).c_str());
   }
 
   if (!a.logits_json.empty()) {

@@ -7,7 +7,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 #include "nightlora/util/error.h"
 #include "ops.h"
@@ -75,6 +78,19 @@ size_t vector_bytes(const ModelConfig& c) {
   return static_cast<size_t>(n) * sizeof(float);
 }
 
+// The cpu engine's int8 staging for a step of T tokens (src/engine/cpu_engine.cpp): one
+// buffer of quantized input rows (per 32 values: 32 int8, a scale and a sum) and one of
+// int16 output-gradient rows (and a float per 64 rows), each grown to its largest product:
+// the widest projection at T tokens, or the output head at the loss chunk's C tokens.
+size_t int8_staging_bytes(const ModelConfig& c, int64_t T, int64_t C) {
+  const int64_t max_cols = std::max({c.d_model, c.q_dim(), c.d_ff});
+  const int64_t max_rows = std::max({c.q_dim(), c.kv_dim(), c.d_model, c.d_ff});
+  auto fwd = [](int64_t tokens, int64_t cols) { return tokens * (cols + 31) / 32 * (32 + 4 + 4); };
+  auto grad = [](int64_t tokens, int64_t rows) { return tokens * ((rows + 63) / 64 * 64 * 2 + (rows + 63) / 64 * 4); };
+  return static_cast<size_t>(std::max(fwd(T, max_cols), fwd(C, c.d_model)) +
+                             std::max(grad(T, max_rows), grad(C, c.vocab)));
+}
+
 }  // namespace
 
 int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t kept_blocks, StepBuffers& b,
@@ -109,16 +125,20 @@ int64_t lay_out_step_buffers(const ModelConfig& c, const StepDims& dims, int64_t
 }
 
 std::string MemoryPlan::describe() const {
-  char buf[512];
+  char buf[768];
   std::snprintf(buf, sizeof buf,
                 "keeping activations of %lld/%lld blocks, recomputing %lld; arena %s (%s shared + %lld x %s per kept "
-                "block; %lld tokens, rank %lld); weights %s; adapter + optimizer %s; estimated peak %s",
+                "block; %lld tokens, rank %lld); weights %s; adapter + optimizer %s; int8 staging %s; checkpoint copies %s; "
+                "process %s (%s)",
                 static_cast<long long>(kept_blocks), static_cast<long long>(n_layer),
                 static_cast<long long>(recomputed_blocks()), format_mib(arena_bytes()).c_str(),
                 format_mib(fixed_bytes).c_str(), static_cast<long long>(kept_blocks), format_mib(block_bytes).c_str(),
                 static_cast<long long>(max_tokens), static_cast<long long>(rank), format_mib(weight_bytes).c_str(),
-                format_mib(adapter_bytes).c_str(), format_mib(estimated_peak_bytes()).c_str());
+                format_mib(adapter_bytes).c_str(), format_mib(staging_bytes).c_str(), format_mib(checkpoint_bytes).c_str(),
+                format_mib(runtime_bytes).c_str(), runtime_measured ? "measured" : "allowance");
   std::string s = buf;
+  if (calibration_bytes > 0) s += "; calibration " + format_mib(calibration_bytes) + " before the arena";
+  s += "; estimated peak " + format_mib(estimated_peak_bytes());
   if (!budget_rule.empty())
     s += "; budget " + (budget_bytes > 0 ? format_mib(budget_bytes) : std::string("none")) + " (" + budget_rule + ")";
   return s;
@@ -139,8 +159,34 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   p.block_bytes = static_cast<size_t>(two - one) * sizeof(float);
   p.fixed_bytes = static_cast<size_t>(one) * sizeof(float) - p.block_bytes;
   p.weight_bytes = served_matrix_bytes(model) + embedding_bytes(model, req.max_tokens) + vector_bytes(c);
-  p.adapter_bytes = static_cast<size_t>(req.n_adapter_params) * sizeof(float) * 4;
-  p.runtime_bytes = kRuntimeAllowanceBytes;
+  const size_t param_bytes = static_cast<size_t>(req.n_adapter_params) * sizeof(float);
+  p.adapter_bytes = param_bytes * 4;  // parameters, gradients, AdamW's two moments
+  // The trainer's rollback point (adapter + moments) lives through the run; a save adds its
+  // transient copies on top (the peak of a short run is often its last save).
+  const size_t state_bytes = param_bytes * 3;
+  p.checkpoint_bytes = (req.rollback_copy ? state_bytes : 0) +
+                       (req.saves_checkpoints ? static_cast<size_t>(kCheckpointSaveCopies * static_cast<double>(state_bytes)) : 0);
+  if (req.int8_products) p.staging_bytes = int8_staging_bytes(c, req.max_tokens, std::min(req.loss_chunk, req.max_tokens));
+  p.runtime_measured = req.resident_bytes > 0;
+  p.runtime_bytes = p.runtime_measured ? req.resident_bytes + kRuntimeGrowthBytes : kRuntimeAllowanceBytes;
+  if (req.calibration_tokens > 0) {
+    // Calibration's own step (no plan: one kept block, sized for its batch), the replay
+    // recording, and its vectors: gradients, the two reference passes' flattened gradients
+    // and one trial's; with the adapter and its moments, which exist by then.
+    StepBuffers cb;
+    const int64_t calib_T = std::min(req.calibration_tokens, req.max_tokens);
+    const size_t calib_arena =
+        static_cast<size_t>(lay_out_step_buffers(c, {calib_T, req.rank, req.loss_chunk}, 1, cb, nullptr)) * sizeof(float);
+    // The recording holds at most one reference pass's product outputs (forward, the
+    // recomputes of all blocks but the last, input gradients, the head): often under its cap.
+    const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff, L = c.n_layer;
+    const int64_t fwd = qd + 2 * kvd + d + 2 * ff + d, grad = 5 * d + qd + ff;
+    const size_t pass_bytes =
+        static_cast<size_t>(calib_T * (L * (fwd + grad) + (L - 1) * (fwd - d) + c.vocab + d)) * sizeof(float);
+    const size_t recording = std::min(req.calibration_replay_bytes, pass_bytes);
+    p.calibration_bytes = calib_arena + recording + param_bytes * 4 + state_bytes;
+    p.calibration_residue_bytes = recording / 2;
+  }
   const int64_t L = std::max<int64_t>(c.n_layer, 1);
   p.budget_bytes = req.max_memory;
   p.budget_rule = !req.budget_rule.empty() ? req.budget_rule : req.max_memory > 0 ? "--max-memory" : "";
@@ -159,6 +205,14 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   const size_t spare = req.max_memory - p.estimated_peak_bytes();
   p.kept_blocks = std::min<int64_t>(L, 1 + static_cast<int64_t>(p.block_bytes ? spare / p.block_bytes : L));
   return p;
+}
+
+size_t process_resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  unsigned long long size = 0, resident = 0;
+  if (!(f >> size >> resident)) return 0;
+  const long page = sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<size_t>(resident) * static_cast<size_t>(page) : 0;
 }
 
 size_t parse_memory_size(const std::string& text, const std::string& option) {

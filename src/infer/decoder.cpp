@@ -10,6 +10,7 @@
 // V; gate, up), so the engine runs them back to back.
 #include "nightlora/host/layer_vectors.h"
 #include "nightlora/infer/decoder.h"
+#include "nightlora/infer/inference_memory.h"
 
 #include <algorithm>
 #include <cmath>
@@ -129,10 +130,7 @@ struct Decoder::Impl {
     capacity = cap;
   }
 
-  size_t kv_bytes() const {
-    const size_t elem = opt.kv_type == KvType::F16 ? 2 : 4;
-    return static_cast<size_t>(capacity * c.kv_dim() * c.n_layer) * 2 * elem;
-  }
+  size_t kv_bytes() const { return nl::kv_cache_bytes(c, capacity, opt.kv_type); }
 
   void size_buffers(int64_t T) {
     const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff;
@@ -317,5 +315,6 @@ const Model& Decoder::model() const { return impl_->model; }
 const DecoderOptions& Decoder::options() const { return impl_->opt; }
 FrozenEngine& Decoder::engine() { return impl_->engine; }
 size_t Decoder::kv_cache_bytes() const { return impl_->kv_bytes(); }
+int64_t Decoder::kv_cache_positions() const { return impl_->capacity; }
 
 }  // namespace nl

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "nightlora/infer/inference_memory.h"
 #include "nightlora/job/file_ops.h"
 #include "nightlora/job/folder_lock.h"
 #include "nightlora/train/resident_model.h"
@@ -339,11 +340,9 @@ struct Server::Impl {
 
 size_t serve_memory_budget(const ModelConfig& c, const ServeLimits& limits, bool kv_f16) {
   const int64_t positions = std::min<int64_t>(c.context, limits.max_prompt_tokens + limits.max_output_tokens);
-  const size_t kv = static_cast<size_t>(positions * c.n_layer * c.kv_dim()) * 2 * (kv_f16 ? 2 : 4);
-  const int64_t chunk = 256;  // DecoderOptions::prefill_chunk
-  const size_t activations =
-      static_cast<size_t>(chunk * (3 * c.d_model + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.d_ff + 64) + 2 * c.vocab) * 4;
-  return static_cast<size_t>(limits.max_concurrent) * (kv + activations) + (size_t{8} << 20);
+  const size_t request = inference_request_bytes(c, positions, kv_f16 ? KvType::F16 : KvType::F32,
+                                                 DecoderOptions{}.prefill_chunk);  // infer/inference_memory.h
+  return static_cast<size_t>(limits.max_concurrent) * request + (size_t{8} << 20);
 }
 
 Server::Server(const ServeOptions& opt, std::function<void(const std::string&)> log)

@@ -66,10 +66,7 @@ PrecisionPlan calibrate(Trainer& trainer, const TrainingJobOptions& o, int64_t n
   co.tol = o.precision_tol;
   co.max_passes = o.precision_calib_passes;
   co.search = parse_search(o.precision_search);
-  // The group search's first trial changes the first product already, so a recording of the
-  // reference pass serves little; kept small, so that calibration stays within the memory a
-  // run plans for.
-  co.replay_bytes = co.search == CalibrationSearch::Groups ? size_t{32} << 20 : size_t{512} << 20;
+  co.replay_bytes = calibration_replay_bytes(o);
   co.progress = [&out](int64_t done, int64_t most) { out.calibration_progress(done, most); };
   CalibrationResult r;
   try {
@@ -100,6 +97,13 @@ PrecisionPlan calibrate(Trainer& trainer, const TrainingJobOptions& o, int64_t n
 }
 
 }  // namespace
+
+size_t calibration_replay_bytes(const TrainingJobOptions& o) {
+  // The group search's first trial changes the first product already, so a recording of the
+  // reference pass serves little; kept small, so that calibration stays within the memory a
+  // run plans for.
+  return parse_search(o.precision_search) == CalibrationSearch::Groups ? size_t{32} << 20 : size_t{512} << 20;
+}
 
 void check_precision_options(const TrainingJobOptions& o) {
   if (o.precision != "auto" && !is_forced_mode(o.precision)) {

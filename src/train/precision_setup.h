@@ -24,6 +24,10 @@ void add_precision_identity(nlohmann::json& cfg, const TrainingJobOptions& o);
 // folder is touched, so a bad file leaves nothing behind). Otherwise nothing.
 std::optional<PrecisionPlan> read_precision_file(const TrainingJobOptions& o, int64_t n_layer);
 
+// The replay recording's cap of a calibration with these options (CalibrationOptions::
+// replay_bytes), also counted by the memory plan.
+size_t calibration_replay_bytes(const TrainingJobOptions& o);
+
 // The plan of this run, set on the trainer, reported, and written to OUT/precision_plan.json.
 // When resuming: `given` is the checkpoint's plan (none in checkpoints from before plans
 // existed: those runs were all f32), never recalibrated. Otherwise: calibrated (auto), forced,

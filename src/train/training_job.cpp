@@ -240,6 +240,14 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     tc.max_memory = budget.bytes;
     tc.max_memory_rule = budget.rule;
   }
+  // The estimate counts the run's checkpoint saves, and a calibration when auto may make one
+  // (a cached plan or a resumed run's skips it: the estimate is then a little high).
+  tc.saves_checkpoints = true;
+  tc.int8_products = a.precision != "f32" && a.precision != "f16";  // int8, auto, or a plan file
+  if (a.precision == "auto") {
+    tc.calibration_tokens = a.precision_calib_tokens;
+    tc.calibration_replay_bytes = calibration_replay_bytes(a);
+  }
   tc.val_every = a.val_every;
   tc.clip = a.clip;
   tc.adamw.weight_decay = a.weight_decay;

@@ -84,6 +84,14 @@ struct TrainConfig {
   size_t max_memory = 0;
   std::string max_memory_rule;  // non-empty: max_memory is a default budget (MemoryRequest::budget_rule)
   int64_t keep_blocks = 1;      // with max_memory 0: blocks whose activations are kept
+  // What else the memory plan's estimate counts (MemoryRequest): checkpoint saves (a training
+  // job), and a precision calibration of this many tokens with this replay cap (auto; 0:
+  // none). The step's arena is allocated at the first step or validation, after any
+  // calibration, so the two never hold memory at once.
+  bool saves_checkpoints = false;
+  bool int8_products = false;  // the precision plan may run products in int8 (int8, auto)
+  int64_t calibration_tokens = 0;
+  size_t calibration_replay_bytes = 0;
   int host_threads = 1;
   // first-order: backpropagation + AdamW. mezo: two forward passes per step at θ ± mezo_eps·z and
   // plain SGD (see mezo.h); it uses lr, the schedule, adamw.weight_decay and the data order as

@@ -102,8 +102,10 @@ class Decoder {
   const DecoderOptions& options() const;
   FrozenEngine& engine();
   // Bytes the KV cache holds now (it is allocated for max_context when that is given,
-  // else it grows by doubling up to the model's context).
+  // else it grows by doubling up to the model's context): nl::kv_cache_bytes (see
+  // inference_memory.h) of kv_cache_positions().
   size_t kv_cache_bytes() const;
+  int64_t kv_cache_positions() const;  // positions the cache has room for now
 
  private:
   struct Impl;
