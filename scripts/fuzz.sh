@@ -75,6 +75,9 @@ checkpoint       checkpoint      json.dict 16384 5 1024
 precision_plan   precision_plan  json.dict  8192 5 1024
 lamp2            lamp2           json.dict 16384 5 1024
 serve_request    serve_request   serve.dict 16384 5 1024
+config_toml      config_toml     -          8192 5 1024
+nightly_status   nightly_status  json.dict 16384 5 1024
+run_folder       run_folder      json.dict 16384 5 1024
 "
 all_targets=$(echo "$TARGETS" | awk 'NF {print $1}')
 selected=${targets_opt:-$all_targets}
