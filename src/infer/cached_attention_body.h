@@ -155,6 +155,44 @@ inline void dot_keys8_transposed(const float* q, const float* kt, int64_t hd, fl
   for (int j = 0; j < 8; ++j) out[j] = r[j] * scale;  // (as the general path: the sum, then the scale)
 }
 
+// out_r = 0, then out_r + p_rj * v_j over keys j in order, for every query head r of a task
+// (axpy_row's and axpy4_row's arithmetic; HV: the head's values / 8). One head's sum is a
+// chain of dependent additions; kRows heads run side by side so that their chains overlap,
+// over the keys they all see, then each on alone over the keys only it sees.
+template <int HV>
+inline void value_sums(const CachedAttention& a, int64_t t0, int64_t kvh, int64_t group, int64_t n_rows,
+                       const float* probs, int64_t max_keys, const float* v, int64_t ld) {
+  constexpr int kRows = 8 / HV;
+  const int64_t qd = a.n_head * a.hd;
+  const auto n_keys = [&](int64_t r) { return a.n_past + t0 + r / group + 1; };
+  const auto out_row = [&](int64_t r) { return a.out + (t0 + r / group) * qd + (kvh * group + r % group) * a.hd; };
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+    const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+    f8 o[kRows][HV] = {};
+    const int64_t common = n_keys(r0);  // rows are in query order: the first sees the fewest keys
+    if (nr == kRows) {
+      for (int64_t j = 0; j < common; ++j)
+        for (int r = 0; r < kRows; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    } else {
+      for (int64_t j = 0; j < common; ++j)
+        for (int r = 0; r < nr; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const float* pr = probs + (r0 + r) * max_keys;
+      for (int64_t j = common; j < n_keys(r0 + r); ++j)
+        for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + pr[j] * load8(v + j * ld + 8 * c);
+      float* out = out_row(r0 + r);
+      for (int c = 0; c < HV; ++c) store8(out + 8 * c, o[r][c]);
+    }
+  }
+}
+
 // The task of attention_task_impl for a small head (small_head(a.hd)). Scratch: the
 // scores (as there), then the tile's transposed keys (8 * hd), then for an f16 cache the
 // task's value rows as floats (max_keys * hd).
@@ -182,23 +220,18 @@ NL_ATTN_KERNEL void attention_task_small_head(const CachedAttention& a, int64_t 
       for (int64_t g = 0; g < group; ++g)
         scores[(i * group + g) * max_keys + s] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
   }
+  // Probabilities in place of the scores: p_j = exp(s_j - max) * (1 / sum), as the general path.
+  const int64_t n_rows = nq * group;  // query heads: row r is query r / group, head r % group
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n_keys = a.n_past + t0 + r / group + 1;
+    float* sg = scores + r * max_keys;
+    const float inv = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+    for (int64_t j = 0; j < n_keys; ++j) sg[j] = sg[j] * inv;
+  }
   // The values, as floats: in place (f32 cache) or converted once for every query head.
   const float* v = cache_rows(a.type, a.v, 0, max_keys, kvd, kvh * hd, hd, vrows, &ld);
-  for (int64_t i = 0; i < nq; ++i) {
-    const int64_t n_keys = a.n_past + t0 + i + 1;
-    for (int64_t g = 0; g < group; ++g) {
-      float* sg = scores + (i * group + g) * max_keys;
-      const float inv = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
-      // y = 0, then y + p_j * v_j in key order: axpy_row's and axpy4_row's arithmetic.
-      f8 o[kSmallHead / 8] = {};
-      for (int64_t j = 0; j < n_keys; ++j) {
-        const float p = sg[j] * inv;
-        for (int64_t c = 0; c < hv; ++c) o[c] = o[c] + p * load8(v + j * ld + 8 * c);
-      }
-      float* out = a.out + (t0 + i) * qd + (kvh * group + g) * hd;
-      for (int64_t c = 0; c < hv; ++c) store8(out + 8 * c, o[c]);
-    }
-  }
+  if (hv == 1) value_sums<1>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
+  else value_sums<2>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
 }
 
 NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
