@@ -568,7 +568,8 @@ class CpuEngine final : public FrozenEngine {
         int8_(engine::select_int8_kernels(opt.isa, kernels_.isa)),
         matvec_(engine::matvec_kernels_for(kernels_.isa)),
         f16_(engine::f16_kernels_for(kernels_.isa)),
-        pool_(opt.threads) {
+        pool_(opt.threads),
+        waiter_runs_(opt.waiter_runs_products) {
     const ModelConfig& cfg = model.config;
     n_layer_ = cfg.n_layer;
     if (static_cast<int64_t>(model.weights.layers.size()) != n_layer_)
@@ -646,10 +647,12 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     const std::thread::id me = std::this_thread::get_id();
     while (done_ < t) {
-      if (queued_ > 0 && !running_ && queue_[head_].submitter == me)
+      if (queued_ > 0 && !running_ && queue_[head_].submitter == me) {
         run_next(lk);
-      else
+      } else {
+        if (waiter_runs_ && queued_ > 0 && !running_) queue_cv_.notify_one();  // another thread's: the dispatcher's
         done_cv_.wait(lk);
+      }
     }
   }
 
@@ -659,6 +662,7 @@ class CpuEngine final : public FrozenEngine {
   void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
     const ResidentMatrix& m = at(h);
     std::unique_lock<std::mutex> lk(mu_);
+    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     out_of_memory_is_an_error("the staging of the inputs", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
@@ -668,6 +672,7 @@ class CpuEngine final : public FrozenEngine {
   void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
     const ResidentMatrix& m = at(h);
     std::unique_lock<std::mutex> lk(mu_);
+    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     out_of_memory_is_an_error("the staging of the output gradients", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
@@ -737,7 +742,7 @@ class CpuEngine final : public FrozenEngine {
     }
     queue_[(head_ + queued_) % queue_.size()] = job;
     ++queued_;
-    queue_cv_.notify_one();
+    if (!waiter_runs_) queue_cv_.notify_one();
     return job.ticket;
   }
 
@@ -945,6 +950,7 @@ class CpuEngine final : public FrozenEngine {
   bool running_ = false;  // a product is running (on the dispatcher or in wait)
   bool stop_ = false;
   std::thread dispatcher_;
+  const bool waiter_runs_;  // EngineOptions::waiter_runs_products
 };
 
 }  // namespace

@@ -27,9 +27,17 @@ struct CachedAttention {
   float* out;          // T x (n_head * hd)
 };
 
-// Floats of scratch one task needs (scores of its queries' heads over the keys, 8 rows).
+// Heads of at most this many values, a multiple of 8 (stories260K's 8, tinystories-656k's
+// 16), take a path made for them (cached_attention_body.h): the same arithmetic, laid out
+// across keys.
+inline constexpr int64_t kSmallHead = 16;
+inline bool small_head(int64_t hd) { return hd % 8 == 0 && hd <= kSmallHead; }
+
+// Floats of scratch one task needs: scores of its queries' heads over the keys, then 8
+// converted key or value rows; for a small head, a transposed tile of 8 keys and every value
+// row of the task (converted from an f16 cache) instead.
 inline int64_t cached_attention_scratch(int64_t n_head, int64_t n_kv, int64_t n_keys, int64_t hd) {
-  return kMaxQueryBlock * (n_head / n_kv) * n_keys + 8 * hd;
+  return kMaxQueryBlock * (n_head / n_kv) * n_keys + (small_head(hd) ? 8 * kSmallHead + n_keys * hd : 8 * hd);
 }
 
 // The kernels for this CPU: AVX2 + F16C + FMA on x86-64 where present, else portable code

@@ -132,8 +132,111 @@ inline const float* cache_rows(KvType type, const void* base, int64_t s, int64_t
   return buf;
 }
 
+// Heads of at most kSmallHead values (stories260K's 8, tinystories-656k's 16), a multiple of
+// 8: scores and value sums laid out across keys rather than along a head. With so short a
+// head, dot_keys8's lane sums (3 rounds of shuffles for 8 products each) and the output row's
+// load and store per 4 keys cost more than the products; here the 8 keys' rows of a tile are
+// transposed once for all the task's queries and heads (kt[e][j] = key j's value e), and the
+// lane l of dot_keys8's chain j becomes lane j of a chain over kt's rows l, l + 8, ...: the
+// same products, summed in the same pairs, in vertical adds. The value sums keep one query
+// head's output row in registers over all its keys. Every number is computed by the same
+// operations in the same order as the general path below, so results are the same bits.
+
+// The scores of one query head against the 8 keys of a transposed tile, times scale, into
+// out[0..8): dot_keys8's arithmetic (hd a multiple of 8).
+inline void dot_keys8_transposed(const float* q, const float* kt, int64_t hd, float scale, float* out) {
+  f8 lane[8];
+  for (int l = 0; l < 8; ++l) {
+    f8 acc = {};  // from zero, as dot_chain: the first product is rounded alone, as there
+    for (int64_t e = l; e < hd; e += 8) acc += q[e] * load8(kt + e * 8);
+    lane[l] = acc;
+  }
+  const f8 r = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  for (int j = 0; j < 8; ++j) out[j] = r[j] * scale;  // (as the general path: the sum, then the scale)
+}
+
+// out_r = 0, then out_r + p_rj * v_j over keys j in order, for every query head r of a task
+// (axpy_row's and axpy4_row's arithmetic; HV: the head's values / 8). One head's sum is a
+// chain of dependent additions; kRows heads run side by side so that their chains overlap,
+// over the keys they all see, then each on alone over the keys only it sees.
+template <int HV>
+inline void value_sums(const CachedAttention& a, int64_t t0, int64_t kvh, int64_t group, int64_t n_rows,
+                       const float* probs, int64_t max_keys, const float* v, int64_t ld) {
+  constexpr int kRows = 8 / HV;
+  const int64_t qd = a.n_head * a.hd;
+  const auto n_keys = [&](int64_t r) { return a.n_past + t0 + r / group + 1; };
+  const auto out_row = [&](int64_t r) { return a.out + (t0 + r / group) * qd + (kvh * group + r % group) * a.hd; };
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+    const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+    f8 o[kRows][HV] = {};
+    const int64_t common = n_keys(r0);  // rows are in query order: the first sees the fewest keys
+    if (nr == kRows) {
+      for (int64_t j = 0; j < common; ++j)
+        for (int r = 0; r < kRows; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    } else {
+      for (int64_t j = 0; j < common; ++j)
+        for (int r = 0; r < nr; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const float* pr = probs + (r0 + r) * max_keys;
+      for (int64_t j = common; j < n_keys(r0 + r); ++j)
+        for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + pr[j] * load8(v + j * ld + 8 * c);
+      float* out = out_row(r0 + r);
+      for (int c = 0; c < HV; ++c) store8(out + 8 * c, o[r][c]);
+    }
+  }
+}
+
+// The task of attention_task_impl for a small head (small_head(a.hd)). Scratch: the
+// scores (as there), then the tile's transposed keys (8 * hd), then for an f16 cache the
+// task's value rows as floats (max_keys * hd).
+NL_ATTN_KERNEL void attention_task_small_head(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
+                                              float* scratch) {
+  const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd, hv = hd / 8;
+  const int64_t nq = t1 - t0, max_keys = a.n_past + t1;
+  float* scores = scratch;
+  float* kt = scratch + nq * group * max_keys;  // 8 * hd; converted rows of an f16 tile first go to vrows
+  float* vrows = kt + 8 * kSmallHead;
+  const auto first_query = [&](int64_t key) { return std::max<int64_t>(0, key - a.n_past - t0); };
+  const float* q0 = a.q + t0 * qd + kvh * group * hd;
+  int64_t s = 0, ld;
+  for (; s + 8 <= max_keys; s += 8) {
+    const float* k = cache_rows(a.type, a.k, s, 8, kvd, kvh * hd, hd, vrows, &ld);
+    for (int j = 0; j < 8; ++j)
+      for (int64_t e = 0; e < hd; ++e) kt[e * 8 + j] = k[j * ld + e];
+    for (int64_t i = first_query(s); i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        dot_keys8_transposed(q0 + i * qd + g * hd, kt, hd, a.scale, scores + (i * group + g) * max_keys + s);
+  }
+  for (; s < max_keys; ++s) {
+    const float* k = cache_rows(a.type, a.k, s, 1, kvd, kvh * hd, hd, vrows, &ld);
+    for (int64_t i = first_query(s); i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + s] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+  }
+  // Probabilities in place of the scores: p_j = exp(s_j - max) * (1 / sum), as the general path.
+  const int64_t n_rows = nq * group;  // query heads: row r is query r / group, head r % group
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const int64_t n_keys = a.n_past + t0 + r / group + 1;
+    float* sg = scores + r * max_keys;
+    const float inv = 1.0f / exp_shifted(sg, n_keys, vec4::max_of(sg, n_keys));
+    for (int64_t j = 0; j < n_keys; ++j) sg[j] = sg[j] * inv;
+  }
+  // The values, as floats: in place (f32 cache) or converted once for every query head.
+  const float* v = cache_rows(a.type, a.v, 0, max_keys, kvd, kvh * hd, hd, vrows, &ld);
+  if (hv == 1) value_sums<1>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
+  else value_sums<2>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
+}
+
 NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
                                         float* scratch) {
+  if (small_head(a.hd)) return attention_task_small_head(a, t0, t1, kvh, scratch);
   const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
   const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // query t0 + i sees keys [0, n_past + t0 + i]
   // scores of query i, head g at scores + (i * group + g) * max_keys

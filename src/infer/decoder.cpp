@@ -48,6 +48,7 @@ EngineOptions engine_options(const DecoderOptions& opt) {
   EngineOptions e;
   e.backend = opt.backend;
   e.threads = opt.threads;
+  e.waiter_runs_products = true;  // every product is waited for at once (run_layers)
   return e;
 }
 

@@ -263,39 +263,46 @@ TEST(Engine, AsynchronousSubmissionsAllComplete) {
 // The training step's timing monitor waits for every product from its own thread while the
 // submitting thread waits for some of them: a submitter that waits runs its queued products
 // itself, any other waiter only sleeps until they are done (by the dispatcher or the
-// submitter). Every product completes, in order, with the reference's results.
+// submitter). Every product completes, in order, with the reference's results; also with
+// EngineOptions::waiter_runs_products, where the dispatcher runs only what another thread
+// waits for.
 TEST(Engine, ProductsCompleteWhenAnotherThreadWaitsForThem) {
-  MatrixModel mm(QType::Q4_0, {{48, 64}, {64, 96}}, 11);
-  auto e = nl::make_engine(mm.model, {"cpu", 2});
-  const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
-  const nl::TensorView& W = mm.model.weights.layers[0].proj(nl::Proj::Q);
-  const int64_t T = 9, rounds = 40;
-  std::vector<std::vector<float>> ins, outs(static_cast<size_t>(rounds));
-  std::vector<nl::EngineTicket> tickets(static_cast<size_t>(rounds));
-  for (int64_t i = 0; i < rounds; ++i) {
-    ins.push_back(random_vec(static_cast<size_t>(T * e->cols(h)), 200 + static_cast<uint32_t>(i)));
-    outs[static_cast<size_t>(i)].assign(static_cast<size_t>(T * e->rows(h)), NAN);
-  }
-  std::atomic<int64_t> submitted{0}, seen{0};
-  std::thread monitor([&] {
+  for (const bool waiter_runs : {false, true}) {
+    SCOPED_TRACE(waiter_runs ? "waiter_runs_products" : "default");
+    MatrixModel mm(QType::Q4_0, {{48, 64}, {64, 96}}, 11);
+    nl::EngineOptions eo{"cpu", 2};
+    eo.waiter_runs_products = waiter_runs;
+    auto e = nl::make_engine(mm.model, eo);
+    const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
+    const nl::TensorView& W = mm.model.weights.layers[0].proj(nl::Proj::Q);
+    const int64_t T = 9, rounds = 40;
+    std::vector<std::vector<float>> ins, outs(static_cast<size_t>(rounds));
+    std::vector<nl::EngineTicket> tickets(static_cast<size_t>(rounds));
     for (int64_t i = 0; i < rounds; ++i) {
-      while (submitted.load() <= i) std::this_thread::yield();
-      e->wait(tickets[static_cast<size_t>(i)]);
-      seen = i + 1;
+      ins.push_back(random_vec(static_cast<size_t>(T * e->cols(h)), 200 + static_cast<uint32_t>(i)));
+      outs[static_cast<size_t>(i)].assign(static_cast<size_t>(T * e->rows(h)), NAN);
     }
-  });
-  for (int64_t i = 0; i < rounds; ++i) {
-    const size_t k = static_cast<size_t>(i);
-    tickets[k] = e->submit_forward(h, ins[k].data(), T, outs[k].data());
-    submitted = i + 1;
-    if (i % 3 == 2) e->wait(tickets[k]);  // sometimes the submitter waits too
-  }
-  monitor.join();
-  EXPECT_EQ(seen.load(), rounds);
-  std::vector<float> ref(static_cast<size_t>(T * e->rows(h)));
-  for (int64_t i = 0; i < rounds; ++i) {
-    nl::reference_forward(W, ins[static_cast<size_t>(i)].data(), T, ref.data());
-    expect_matches_reference(outs[static_cast<size_t>(i)], ref, e->isa(), "product " + std::to_string(i));
+    std::atomic<int64_t> submitted{0}, seen{0};
+    std::thread monitor([&] {
+      for (int64_t i = 0; i < rounds; ++i) {
+        while (submitted.load() <= i) std::this_thread::yield();
+        e->wait(tickets[static_cast<size_t>(i)]);
+        seen = i + 1;
+      }
+    });
+    for (int64_t i = 0; i < rounds; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      tickets[k] = e->submit_forward(h, ins[k].data(), T, outs[k].data());
+      submitted = i + 1;
+      if (i % 3 == 2) e->wait(tickets[k]);  // sometimes the submitter waits too
+    }
+    monitor.join();
+    EXPECT_EQ(seen.load(), rounds);
+    std::vector<float> ref(static_cast<size_t>(T * e->rows(h)));
+    for (int64_t i = 0; i < rounds; ++i) {
+      nl::reference_forward(W, ins[static_cast<size_t>(i)].data(), T, ref.data());
+      expect_matches_reference(outs[static_cast<size_t>(i)], ref, e->isa(), "product " + std::to_string(i));
+    }
   }
 }
 

@@ -4,7 +4,10 @@
 //    subnormals, overflow to infinity, NaN);
 //  - attention equals a double-precision definition (causal, grouped-query, over n_past
 //    cached positions plus the new ones) to f32 rounding, with f32 and f16 caches, for query
-//    blocks of 1 to 8 tokens; and a query's result does not depend on the block it is in.
+//    blocks of 1 to 8 tokens, heads of 8 to 64 values (those of 16 or fewer take their own
+//    path); and a query's result does not depend on the block it is in. (That the small-head
+//    path gives the general path's bits is checked end to end: bench/infer_eval.sh's
+//    "same outputs" against the build before it.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,7 +86,10 @@ TEST(CachedAttention, MatchesTheDefinitionWithF32AndF16Caches) {
     int64_t T, n_past, n_head, n_kv, hd;
   };
   for (const Shape& s : {Shape{1, 0, 4, 2, 16}, Shape{1, 37, 14, 2, 64}, Shape{13, 5, 4, 4, 8}, Shape{20, 0, 8, 2, 32},
-                         Shape{9, 3, 6, 3, 20}}) {
+                         Shape{9, 3, 6, 3, 20},
+                         // small heads (<= 16 values: their own path), as stories260K's and
+                         // tinystories-656k's, behind a long cache, with 1 to 8 query heads per KV head
+                         Shape{8, 203, 8, 4, 8}, Shape{11, 97, 8, 1, 8}, Shape{5, 130, 4, 4, 16}, Shape{3, 9, 6, 2, 16}}) {
     const int64_t n = s.n_past + s.T, qd = s.n_head * s.hd, kvd = s.n_kv * s.hd;
     const std::vector<float> q = nltest::random_vec(static_cast<size_t>(s.T * qd), 1, 2.0f);
     std::vector<float> k = nltest::random_vec(static_cast<size_t>(n * kvd), 2, 2.0f);

@@ -23,6 +23,11 @@ struct EngineOptions {
   // environment variable NL_ENGINE_ISA=scalar|avx2 overrides it), "scalar" or "avx2", or a
   // name as isa() reports it, which also fixes the int8 kernel set ("avx2, int8 avx2-vnni").
   std::string isa = "auto";
+  // cpu backend: products wait in the queue until a thread waits for them, which then runs
+  // them itself (the dispatcher thread is woken only for products of other threads). For a
+  // caller that waits for each product right away, as a decoder does: two thread wake-ups
+  // less per product. One that works while products run (the training step) keeps false.
+  bool waiter_runs_products = false;
 };
 
 // Numeric mode of one frozen product; the precision plan picks one per (layer, projection, product).
