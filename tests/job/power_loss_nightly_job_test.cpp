@@ -25,7 +25,7 @@ using json = nlohmann::json;
 
 const char* kNightlyJobAdapterFiles[] = {"adapter_model.safetensors", "adapter_config.json"};
 
-std::vector<std::string> files_of(const std::string& dir) {
+std::vector<std::string> current_adapter_files(const std::string& dir) {
   std::vector<std::string> v;
   for (const char* f : kNightlyJobAdapterFiles) {
     const fs::path p = fs::path(dir) / f;
@@ -100,7 +100,7 @@ TEST(PowerLoss, NightlyJobEveryCrashPointKeepsAWholeCurrentAdapterAndContinues) 
   // Night 1, not recorded: publishes adapters/0001. Night 2 gets a day's more stories.
   write_stories(data / "day1.jsonl", 0, 8);
   ASSERT_EQ(nl::run_nightly(night(model, data, out), quiet).outcome, nl::NightlyOutcome::Published);
-  const std::vector<std::string> old_files = files_of(nl::nightly_current_adapter(out.string()));
+  const std::vector<std::string> old_files = current_adapter_files(nl::nightly_current_adapter(out.string()));
   write_stories(data / "day2.jsonl", 8, 4);
 
   // Night 2, recorded. Logs (train's log.jsonl, the child's output) are never synced.
@@ -118,7 +118,7 @@ TEST(PowerLoss, NightlyJobEveryCrashPointKeepsAWholeCurrentAdapterAndContinues) 
   }
   const double night_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(rec.outside.empty()) << "a write outside the job's folder: " << rec.outside.front();
-  const std::vector<std::string> new_files = files_of(nl::nightly_current_adapter(out.string()));
+  const std::vector<std::string> new_files = current_adapter_files(nl::nightly_current_adapter(out.string()));
   ASSERT_NE(new_files, old_files);
   ASSERT_FALSE(fs::exists(out / "adapters/0001")) << "one adapter kept: night 1's is pruned";
 
@@ -137,7 +137,7 @@ TEST(PowerLoss, NightlyJobEveryCrashPointKeepsAWholeCurrentAdapterAndContinues) 
       [&]() -> std::vector<std::string> {
         std::vector<std::string> bad;
         // Right after the cut: current is one whole adapter, night 1's or night 2's.
-        const std::vector<std::string> now = files_of(nl::nightly_current_adapter(out.string()));
+        const std::vector<std::string> now = current_adapter_files(nl::nightly_current_adapter(out.string()));
         if (now != old_files && now != new_files) bad.push_back("OUT/current is neither night 1's nor night 2's whole adapter");
         if (const std::string f = unparsable_state(out); !f.empty()) bad.push_back("a state file does not parse: " + f);
         // The next job: continues night 2's run (or, when it was sealed, has nothing to redo).
@@ -152,7 +152,7 @@ TEST(PowerLoss, NightlyJobEveryCrashPointKeepsAWholeCurrentAdapterAndContinues) 
           if (r.outcome != nl::NightlyOutcome::Published || fs::path(r.run_dir).filename() != "0002")
             bad.push_back(std::string("the next job did not publish run 0002: ") + nl::nightly_outcome_name(r.outcome) +
                           " " + r.run_dir + ": " + r.reason);
-          else if (files_of(nl::nightly_current_adapter(out.string())) != new_files)
+          else if (current_adapter_files(nl::nightly_current_adapter(out.string())) != new_files)
             bad.push_back("the next job published an adapter other than the uninterrupted night's");
         } catch (const std::exception& e) {
           bad.push_back(std::string("the next job failed: ") + e.what());

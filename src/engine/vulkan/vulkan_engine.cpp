@@ -57,7 +57,7 @@ constexpr uint32_t kBindings = 5;  // weights, input, output, int8 activations, 
 // 32 columns x TILE_TOKENS) and the workgroup size of the row passes.
 constexpr uint32_t kForwardTileRows = 32, kTileTokens = 32, kTileCols = 32, kRowPassGroup = 64;
 
-struct ResidentMatrix {
+struct VulkanResidentMatrix {
   vk::DeviceWeightType type = vk::DeviceWeightType::F32;
   int64_t rows = 0, cols = 0, n_blocks = 0;
   vk::Buffer buffer;
@@ -125,7 +125,7 @@ class VulkanEngine final : public FrozenEngine {
       if (s.fence) vkDestroyFence(dev, s.fence, nullptr);
       if (s.queries) vkDestroyQueryPool(dev, s.queries, nullptr);
     }
-    for (ResidentMatrix& m : mats_) ctx_.destroy(m.buffer);
+    for (VulkanResidentMatrix& m : mats_) ctx_.destroy(m.buffer);
     if (cmd_pool_) vkDestroyCommandPool(dev, cmd_pool_, nullptr);
     if (desc_pool_) vkDestroyDescriptorPool(dev, desc_pool_, nullptr);
     for (VkPipeline p : {forward_, input_grad_, guard_f16_, quantize_q8_})
@@ -179,11 +179,11 @@ class VulkanEngine final : public FrozenEngine {
 
   size_t resident_weight_bytes() const override {
     size_t n = 0;
-    for (const ResidentMatrix& m : mats_) n += static_cast<size_t>(m.buffer.size);
+    for (const VulkanResidentMatrix& m : mats_) n += static_cast<size_t>(m.buffer.size);
     return n;
   }
   size_t resident_bytes() const override {
-    return resident_weight_bytes() + sizeof(*this) + mats_.capacity() * sizeof(ResidentMatrix);
+    return resident_weight_bytes() + sizeof(*this) + mats_.capacity() * sizeof(VulkanResidentMatrix);
   }
 
   EngineDeviceTime device_time() const override {
@@ -292,7 +292,7 @@ class VulkanEngine final : public FrozenEngine {
       fail(v.name, "takes " + std::to_string(bytes) + " bytes on the device, more than its largest storage buffer (" +
                        std::to_string(ctx_.properties().limits.maxStorageBufferRange) + " bytes)",
            "use --engine cpu, or a smaller quantization (q4_0)");
-    ResidentMatrix m;
+    VulkanResidentMatrix m;
     m.type = dm.type;
     m.rows = dm.rows;
     m.cols = dm.cols;
@@ -324,7 +324,7 @@ class VulkanEngine final : public FrozenEngine {
   }
 
   // ---- products ----
-  const ResidentMatrix& at(WeightHandle h) const {
+  const VulkanResidentMatrix& at(WeightHandle h) const {
     if (h < 0 || static_cast<size_t>(h) >= mats_.size()) fail("engine", "invalid weight handle " + std::to_string(h));
     return mats_[static_cast<size_t>(h)];
   }
@@ -377,7 +377,7 @@ class VulkanEngine final : public FrozenEngine {
   }
 
   // Grows the slot's buffers to what a product of `tokens` tokens on m needs.
-  void ensure_buffers(Slot& s, bool input_grad, const ResidentMatrix& m, uint32_t tokens, Precision prec) {
+  void ensure_buffers(Slot& s, bool input_grad, const VulkanResidentMatrix& m, uint32_t tokens, Precision prec) {
     const VkDeviceSize in_len = static_cast<VkDeviceSize>(input_grad ? m.rows : m.cols);
     const VkDeviceSize out_len = static_cast<VkDeviceSize>(input_grad ? m.cols : m.rows);
     const VkDeviceSize in_bytes = tokens * in_len * 4, out_bytes = tokens * out_len * 4;
@@ -398,7 +398,7 @@ class VulkanEngine final : public FrozenEngine {
 
   // Grows every slot's buffers now (after the products in flight, which use them), so that
   // products up to max_tokens make no buffers while a step runs.
-  void reserve(bool input_grad, const ResidentMatrix& m, int64_t max_tokens, Precision prec) {
+  void reserve(bool input_grad, const VulkanResidentMatrix& m, int64_t max_tokens, Precision prec) {
     if (max_tokens <= 0) return;
     if (max_tokens * std::max(m.rows, m.cols) >= (int64_t{1} << 32)) return;  // submit refuses it
     std::lock_guard<std::mutex> lk(mu_);
@@ -406,7 +406,7 @@ class VulkanEngine final : public FrozenEngine {
     for (Slot& s : slots_) ensure_buffers(s, input_grad, m, static_cast<uint32_t>(max_tokens), prec);
   }
 
-  EngineTicket submit(bool input_grad, const ResidentMatrix& m, const float* in, int64_t T, float* out, Precision prec) {
+  EngineTicket submit(bool input_grad, const VulkanResidentMatrix& m, const float* in, int64_t T, float* out, Precision prec) {
     if (T < 0) fail("engine", "negative token count");
     std::lock_guard<std::mutex> lk(mu_);
     const EngineTicket ticket = ++issued_;
@@ -530,7 +530,7 @@ class VulkanEngine final : public FrozenEngine {
   VkDescriptorPool desc_pool_ = VK_NULL_HANDLE;
   std::vector<Slot> slots_;
   int64_t n_layer_ = 0;
-  std::vector<ResidentMatrix> mats_;
+  std::vector<VulkanResidentMatrix> mats_;
 
   mutable std::mutex mu_;
   std::deque<Pending> pending_;
