@@ -18,13 +18,6 @@ namespace {
 using namespace nltest;
 using json = nlohmann::json;
 
-json get_events_json(httplib::Client& c, const std::string& path) {
-  auto r = c.Get(path);
-  if (!r) return json::object();
-  EXPECT_EQ(r->status, 200) << path << ": " << r->body;
-  return json::parse(r->body, nullptr, false);
-}
-
 std::string loss_text(double x) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.4f", x);
@@ -51,7 +44,7 @@ TEST(ServeEvents, MetricsEventsCarryTheNumbersOfTheLog) {
   json job;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
-    job = get_events_json(c, "/v1/fine_tuning/jobs/" + id);
+    job = get_json(c, "/v1/fine_tuning/jobs/" + id);
     if (job.value("status", "") != "queued" && job.value("status", "") != "running") break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -59,7 +52,7 @@ TEST(ServeEvents, MetricsEventsCarryTheNumbersOfTheLog) {
   EXPECT_EQ(job["progress"], json({{"step", steps}, {"total_steps", steps}}));
 
   // Oldest first: the metrics events of the steps, then of the validations.
-  const json events = get_events_json(c, "/v1/fine_tuning/jobs/" + id + "/events?limit=1000");
+  const json events = get_json(c, "/v1/fine_tuning/jobs/" + id + "/events?limit=1000");
   std::vector<json> train_events, val_events;
   for (auto it = events["data"].rbegin(); it != events["data"].rend(); ++it) {
     if ((*it)["type"] != "metrics") continue;

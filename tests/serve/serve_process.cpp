@@ -1,5 +1,7 @@
 #include "serve_process.h"
 
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -145,6 +147,13 @@ std::string as_json_text(const std::string& s) {
 
 bool same_bytes(const fs::path& a, const fs::path& b) {
   return fs::exists(a) && fs::exists(b) && read_text(a) == read_text(b);
+}
+
+nlohmann::json get_json(httplib::Client& c, const std::string& path) {
+  auto r = c.Get(path);
+  if (!r) return nlohmann::json::object();
+  EXPECT_EQ(r->status, 200) << path << ": " << r->body;
+  return nlohmann::json::parse(r->body, nullptr, false);
 }
 
 }  // namespace nltest

@@ -5,10 +5,15 @@
 #pragma once
 #include <sys/types.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "test_util.h"
+
+namespace httplib {
+class Client;
+}
 
 namespace nltest {
 
@@ -56,6 +61,10 @@ fs::path standalone_train(const fs::path& model, const fs::path& out, int steps,
 // `nightlora generate` greedy: the text alone (no trailing newline); chat renders the
 // prompt with the model's template.
 std::string cli_generate(const fs::path& model, const std::string& prompt, int n, const std::string& adapter, bool chat);
+
+// GET PATH as JSON (an empty object when the request failed); a status other than 200 fails
+// the test, with the body.
+nlohmann::json get_json(httplib::Client& c, const std::string& path);
 
 // node, when it and tools/js-serve's openai client are installed; "" otherwise.
 std::string node_with_openai();

@@ -16,13 +16,6 @@ namespace {
 
 using namespace nltest;
 
-nlohmann::json get_json(httplib::Client& c, const std::string& path) {
-  auto r = c.Get(path);
-  if (!r) return nlohmann::json::object();
-  EXPECT_EQ(r->status, 200) << path << ": " << r->body;
-  return nlohmann::json::parse(r->body, nullptr, false);
-}
-
 // Polls the job until it leaves queued/running (at most `seconds`).
 nlohmann::json wait_for_end(httplib::Client& c, const std::string& id, int seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
