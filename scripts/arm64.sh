@@ -53,7 +53,7 @@ echo "arm64: cross-compiling tests/{${dirs// /,}} for aarch64 (-march=armv8-a)"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -UCMAKE_CXX_FLAGS -UCMAKE_C_FLAGS \
   -DCMAKE_TOOLCHAIN_FILE="$toolchain" -DGTest_DIR="$gtest_prefix/lib/cmake/GTest" \
   -D"pkgcfg_lib_PCRE2_pcre2-8=/usr/lib/aarch64-linux-gnu/libpcre2-8.a" \
-  -DNL_SANITIZED_TESTS=OFF -DNL_BUILD_BENCH=OFF -DNL_VULKAN=OFF -DNL_CROSS_TEST_DIRS="${dirs// /;}" >/dev/null
+  -DNL_BUILD_BENCH=OFF -DNL_VULKAN=OFF -DNL_CROSS_TEST_DIRS="${dirs// /;}" >/dev/null
 targets=()
 for d in $dirs; do [ -d "tests/$d" ] && targets+=("test_$d"); done
 cmake --build "$build" -j "$jobs" --target "${targets[@]}"

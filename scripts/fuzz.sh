@@ -5,13 +5,15 @@
 #   scripts/fuzz.sh --ci               what CI runs (scripts/test.sh): replay every file in
 #                                      fuzz/regressions/, fuzz every target 20 s, two at a time,
 #                                      then check the planted bug is found (a test of the test),
-#                                      then run serve's hostile requests against the sanitized
-#                                      server (--serve)
+#                                      then run the hostile-input tests (--hostile) and serve's
+#                                      hostile requests against the sanitized server (--serve)
 #   scripts/fuzz.sh --minutes N        fuzz every target N minutes (after the replay); a new
 #                                      crash is minimized into fuzz/regressions/<target>/
 #   scripts/fuzz.sh --seconds N        the same in seconds
 #   scripts/fuzz.sh --replay           only replay fuzz/regressions/
 #   scripts/fuzz.sh --planted          only the planted-bug check
+#   scripts/fuzz.sh --hostile          only the hostile-input tests (tests/*/*hostile*.cpp) built
+#                                      here against the sanitized modules (test_hostile_sanitized)
 #   scripts/fuzz.sh --serve            only serve under ASan + UBSan: `nightlora serve` built in
 #                                      build-fuzz/ (nightlora_serve_sanitized) and the requests of
 #                                      tests/serve's ServeRefusals and ServeLimits sent to it (the
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
     --replay) mode=replay ;;
     --planted) mode=planted ;;
     --serve) mode=serve ;;
+    --hostile) mode=hostile ;;
     --make-seeds) mode=seeds ;;
     --jobs) jobs=$2; shift ;;
     --targets) targets_opt=$2; shift ;;
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ -n "$mode" ] || [ "$build_only" = 1 ] || { echo "fuzz.sh: say --ci, --minutes N, --replay, --planted, --serve or --make-seeds" >&2; exit 2; }
+[ -n "$mode" ] || [ "$build_only" = 1 ] || { echo "fuzz.sh: say --ci, --minutes N, --replay, --planted, --hostile, --serve or --make-seeds" >&2; exit 2; }
 
 # target | seed corpus dir | dictionary | max_len | timeout (s) | rss limit (MB)
 # (encode_llama3 and _qwen3 hold a real 128k/151k-token tokenizer: more memory; long inputs:
@@ -96,9 +99,15 @@ fi
 build_targets="nl_fuzz"
 [ "$mode" = ci ] || [ "$mode" = planted ] && build_targets="$build_targets fuzz_gguf_planted"
 [ "$mode" = seeds ] && build_targets="fuzz_make_seeds"
+[ "$mode" = hostile ] && build_targets="nl_fuzz_parsers"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target $build_targets
-# The sanitized server, where cpp-httplib is installed (as the serve module); the build above
-# has regenerated build.ninja if fuzz/CMakeLists.txt changed.
+# The hostile-input tests, where GoogleTest and cpp-httplib are installed, and the sanitized
+# server, where cpp-httplib is (as the serve module); the build above has regenerated
+# build.ninja if fuzz/CMakeLists.txt changed.
+if grep -q 'test_hostile_sanitized' "$build/build.ninja" &&
+   { [ "$mode" = ci ] || [ "$mode" = hostile ] || [ "$build_only" = 1 ]; }; then
+  cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target test_hostile_sanitized
+fi
 has_serve=0
 grep -q 'nightlora_serve_sanitized' "$build/build.ninja" && has_serve=1
 if [ "$has_serve" = 1 ] && { [ "$mode" = ci ] || [ "$mode" = serve ] || [ "$build_only" = 1 ]; }; then
@@ -218,7 +227,7 @@ planted() {
   fi
 }
 
-# 4. serve under ASan + UBSan: tests/serve's hostile requests (bad tokens, path-like names,
+# 5. serve under ASan + UBSan: tests/serve's hostile requests (bad tokens, path-like names,
 # oversized bodies and uploads, malformed JSON, wrong types, huge max_tokens, the 429 limit)
 # and what must still work among them (a streamed and a plain completion, a tiny job) sent
 # to the sanitized server. A sanitizer report (kept in $build/serve-asan/) fails the step, as
@@ -245,6 +254,27 @@ serve_sanitized() {
     echo "serve under ASan: FAILED (exit $rc; log: $build/serve-asan.log; sanitizer reports: $reports)"
     grep -E '^\[  FAILED  \]|Failure' "$build/serve-asan.log" | head -20 || true
     for f in "$reports"/*; do [ -f "$f" ] && head -40 "$f"; done
+    status=1
+  fi
+}
+
+# 4. The hostile-input tests (tests/*/*hostile*.cpp: damaged and hostile files of every format,
+# request bodies) against the modules as built here, ASan + UBSan with assertions on.
+hostile() {
+  local prog=$bin/test_hostile_sanitized log=$build/hostile.log t0 rc=0
+  if [ ! -x "$prog" ]; then
+    echo "hostile-input tests under ASan: SKIPPED: not built (they need GoogleTest and cpp-httplib: scripts/setup.sh)"
+    return 0
+  fi
+  t0=$(date +%s)
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$prog" --gtest_brief=1 >"$log" 2>&1 || rc=$?
+  if [ "$rc" = 0 ]; then
+    echo "hostile-input tests under ASan: $(grep -m1 -oE '[0-9]+ tests? from [0-9]+ test suites? ran' "$log"), passed, in $(( $(date +%s) - t0 )) s"
+  else
+    echo "hostile-input tests under ASan: FAILED (exit $rc; log: $log)"
+    grep -E '^\[  FAILED  \]|Failure|ERROR: AddressSanitizer|runtime error' "$log" | head -20 || true
+    tail -40 "$log"
     status=1
   fi
 }
@@ -278,7 +308,8 @@ case "$mode" in
   replay) replay ;;
   planted) planted ;;
   serve) serve_sanitized ;;
-  ci) replay; run_all; planted; serve_sanitized ;;
+  hostile) hostile ;;
+  ci) replay; hostile; run_all; planted; serve_sanitized ;;
   long) replay; run_all ;;
 esac
 exit $status

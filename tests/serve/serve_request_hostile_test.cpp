@@ -36,7 +36,8 @@ void value_or_4xx(F f, const std::string& what) {
 
 // Every typed field reader on every key of a parsed body.
 void read_all_fields(const nlohmann::json& body) {
-  for (const auto& [key, v] : body.items()) {
+  for (const auto& item : body.items()) {
+    const std::string key = item.key();  // not a structured binding: clang 14 cannot capture one
     value_or_4xx([&] { nl::serve::opt_string(body, key); }, key);
     value_or_4xx([&] { nl::serve::opt_bool(body, key); }, key);
     value_or_4xx([&] { nl::serve::opt_number(body, key, 0, 2); }, key);
