@@ -108,7 +108,7 @@ struct Lamp2EvalArgs {
   bool json = false;
 };
 
-int run_eval(Lamp2EvalArgs& a) {
+int run_lamp2_eval(Lamp2EvalArgs& a) {
   a.opt.mode = nl::parse_lamp2_mode(a.mode);
   a.opt.precision = nl::parse_precision(a.precision);
   const nl::Lamp2Questions q = nl::load_lamp2_questions(a.questions, nl::parse_lamp2_split(a.split));
@@ -166,7 +166,7 @@ nlcli::Register reg_lamp2_eval(
           ->capture_default_str();
       sub.add_flag("--json", a->json, "print metrics and every question's prediction as JSON");
       sub.add_option("--predictions", a->predictions, "also write the predictions in LaMP's output format to this file");
-      return [a]() { return run_eval(*a); };
+      return [a]() { return run_lamp2_eval(*a); };
     });
 
 // ---- lamp2-compare ----

@@ -37,7 +37,7 @@ struct Args {
   bool status_json = false;
 };
 
-int run(const nl::NightlyOptions& opt) {
+int run_nightly_job(const nl::NightlyOptions& opt) {
   for (const char* name : {"--model", "--user-data", "--out"}) {
     const std::string& v = std::string(name) == "--model" ? opt.model : std::string(name) == "--out" ? opt.out : opt.user_data;
     if (v.empty())
@@ -140,7 +140,7 @@ nlcli::Register reg_nightly(
       return [a, st, sub = &sub]() {
         if (st->parsed()) return status(a->status_out, a->status_json);
         if (!a->config.empty()) nlcli::apply_config_file(*sub, a->config);
-        return run(a->opt);
+        return run_nightly_job(a->opt);
       };
     });
 

@@ -43,7 +43,7 @@ struct Options {
   bool bos = false, escaped = false, no_special = false, decode = false, skip_special = false;
 };
 
-int run(const Options& o) {
+int run_tokenize(const Options& o) {
   auto tok = nl::Tokenizer::from_path(o.model);
   std::ios::sync_with_stdio(false);
   std::string line;
@@ -85,7 +85,7 @@ nlcli::Register reg("tokenize", "Print the token ids of each line of stdin (or d
                       sub.add_flag("--no-special", o->no_special, "Encode special tokens' text as plain text");
                       sub.add_flag("--decode", o->decode, "Read lines of ids and print the decoded text");
                       sub.add_flag("--skip-special", o->skip_special, "With --decode: leave out special tokens");
-                      return [o] { return run(*o); };
+                      return [o] { return run_tokenize(*o); };
                     });
 
 }  // namespace
