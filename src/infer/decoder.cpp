@@ -7,7 +7,9 @@
 // then the final norm and the output head on the rows whose logits are wanted. The host ops
 // are the training step's (src/host/ops*.cpp) where they fit; attention over the cache is
 // cached_attention.h. Products are submitted together where they share their input (Q, K,
-// V; gate, up), so the engine runs them back to back.
+// V; gate, up), so the engine runs them back to back. A block's rows may belong to several
+// sequences (DecodeBatch: one new token of each): the products take all the rows at once,
+// RoPE, the cache, attention and the LoRA branch go per sequence.
 #include "nightlora/host/layer_vectors.h"
 #include "nightlora/infer/decoder.h"
 #include "nightlora/infer/inference_memory.h"
@@ -242,7 +244,7 @@ struct Decoder::Impl {
       return engine.submit_forward(h, in, T, out, s0.mode_for(h, seg_tokens));
     };
     // The LoRA branch of each segment's own adapter on its rows.
-    const auto lora = [&](int64_t l, Proj p, const float* in, int64_t in_cols, float* out, int64_t out_cols) {
+    const auto add_loras = [&](int64_t l, Proj p, const float* in, int64_t in_cols, float* out, int64_t out_cols) {
       for (const Segment& s : segs)
         s.seq->add_lora(w, l, p, in + s.row0 * in_cols, s.n, out + s.row0 * out_cols);
     };
@@ -262,9 +264,9 @@ struct Decoder::Impl {
       if (!lv.bq.empty()) add_bias(w.q.data(), lv.bq.data(), T, qd);
       if (!lv.bk.empty()) add_bias(w.k.data(), lv.bk.data(), T, kvd);
       if (!lv.bv.empty()) add_bias(w.v.data(), lv.bv.data(), T, kvd);
-      lora(l, Proj::Q, w.h.data(), d, w.q.data(), qd);
-      lora(l, Proj::K, w.h.data(), d, w.k.data(), kvd);
-      lora(l, Proj::V, w.h.data(), d, w.v.data(), kvd);
+      add_loras(l, Proj::Q, w.h.data(), d, w.q.data(), qd);
+      add_loras(l, Proj::K, w.h.data(), d, w.k.data(), kvd);
+      add_loras(l, Proj::V, w.h.data(), d, w.v.data(), kvd);
       if (c.qk_norm) {  // qwen3: RMSNorm of each head before RoPE (in place: rows of hd)
         rmsnorm_forward(w.q.data(), lv.q_norm.data(), T * c.n_head, hd, c.rms_eps, w.q.data(), w.rstd.data(), w.pool);
         rmsnorm_forward(w.k.data(), lv.k_norm.data(), T * c.n_kv_head, hd, c.rms_eps, w.k.data(), w.rstd.data(),
@@ -279,17 +281,17 @@ struct Decoder::Impl {
       for (const Segment& s : segs) s.seq->store_kv(l, w.k.data() + s.row0 * kvd, w.v.data() + s.row0 * kvd, s.n);
       attend(w, l, segs);
       engine.wait(submit(l, Proj::O, w.att.data(), w.tmp.data()));
-      lora(l, Proj::O, w.att.data(), qd, w.tmp.data(), d);
+      add_loras(l, Proj::O, w.att.data(), qd, w.tmp.data(), d);
       add_inplace(w.x.data(), w.tmp.data(), T * d);
 
       rmsnorm_forward(w.x.data(), lv.ffn_norm.data(), T, d, c.rms_eps, w.h.data(), w.rstd.data(), w.pool);
       submit(l, Proj::Gate, w.h.data(), w.g.data());
       engine.wait(submit(l, Proj::Up, w.h.data(), w.u.data()));
-      lora(l, Proj::Gate, w.h.data(), d, w.g.data(), ff);
-      lora(l, Proj::Up, w.h.data(), d, w.u.data(), ff);
+      add_loras(l, Proj::Gate, w.h.data(), d, w.g.data(), ff);
+      add_loras(l, Proj::Up, w.h.data(), d, w.u.data(), ff);
       swiglu_forward(w.g.data(), w.u.data(), w.g.data(), T * ff, w.pool);
       engine.wait(submit(l, Proj::Down, w.g.data(), w.tmp.data()));
-      lora(l, Proj::Down, w.g.data(), ff, w.tmp.data(), d);
+      add_loras(l, Proj::Down, w.g.data(), ff, w.tmp.data(), d);
       add_inplace(w.x.data(), w.tmp.data(), T * d);
     }
   }
@@ -383,8 +385,6 @@ FrozenEngine& Decoder::engine() { return impl_->engine; }
 size_t Decoder::kv_cache_bytes() const { return impl_->kv_bytes(); }
 int64_t Decoder::kv_cache_positions() const { return impl_->capacity; }
 
-}  // namespace nl
-
 DecodeBatch::DecodeBatch(FrozenEngine& engine, int threads)
     : engine_(engine), ws_(std::make_unique<DecoderWorkspace>(threads > 0 ? threads : engine.threads())) {}
 DecodeBatch::~DecodeBatch() = default;
@@ -432,3 +432,5 @@ std::vector<float> DecodeBatch::step(std::span<Decoder* const> sequences, std::s
 }
 
 int DecodeBatch::threads() const { return ws_->pool.size(); }
+
+}  // namespace nl

@@ -36,6 +36,9 @@ Completions::Completions(ResidentModel& resident, const AdapterRegistry& registr
 
 Completions::~Completions() = default;
 
+int64_t Completions::decode_steps() const { return scheduler_->steps(); }
+int64_t Completions::decode_tokens() const { return scheduler_->tokens_advanced(); }
+
 std::string Completions::chat_description() const {
   if (has_chat_format_) return std::string("chat template ") + chat_format_name(chat_format_);
   return "no chat template: chat messages become their contents joined by newlines, as a plain prompt";
@@ -125,6 +128,10 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
     logits = dec->forward(req.prompt);
   }
   const std::shared_ptr<TokenStream> stream = scheduler_->join(std::move(dec), std::move(sampler), std::move(logits), gopt);
+  struct CancelOnExit {  // however this ends (a throwing on_text too), the loop stops generating for it
+    TokenStream& s;
+    ~CancelOnExit() { s.cancel(); }
+  } cancel_on_exit{*stream};
 
   CompletionOutcome out;
   TextStream text(tok, req.prompt, req.stop);  // holds back what may become a stop string
@@ -139,10 +146,7 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
   while (const std::optional<int32_t> id = stream->next()) {
     ++out.completion_tokens;
     deliver(text.push(*id));
-    if (text.stopped() || client_gone) {
-      stream->cancel();
-      break;
-    }
+    if (text.stopped() || client_gone) break;  // cancelled on the way out
   }
   deliver(text.finish());
   out.prompt_tokens = static_cast<int64_t>(req.prompt.size());

@@ -58,6 +58,9 @@ class Completions {
   // it becomes final (on the caller's thread, while the loop goes on); returning false (the
   // client went away) ends the generation.
   CompletionOutcome run(const CompletionRequest& req, const std::function<bool(const std::string&)>& on_text) const;
+  // The decode loop's steps so far, and the tokens they fed in all (GET /health).
+  int64_t decode_steps() const;
+  int64_t decode_tokens() const;
   // A short description of how chat messages become a prompt (for the start-up line).
   std::string chat_description() const;
 
