@@ -86,12 +86,14 @@ void DecodeScheduler::end(Sequence& seq, bool stopped_on_token, std::exception_p
 
 std::optional<int32_t> DecodeScheduler::sample_next(Sequence& seq) {
   TokenStream& s = *seq.stream;
+  bool cancelled = false;
   {
     std::lock_guard<std::mutex> lock(s.mu_);
-    if (s.cancelled_) {  // nobody reads it any more
-      s.ended_ = true;
-      return std::nullopt;
-    }
+    cancelled = s.cancelled_;
+  }
+  if (cancelled) {  // the reader wants no more: the sequence leaves (a later next() sees the end)
+    end(seq, false);
+    return std::nullopt;
   }
   if (seq.generated >= seq.opt.max_new_tokens) {
     end(seq, false);

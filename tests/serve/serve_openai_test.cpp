@@ -63,12 +63,6 @@ TEST(ServeOpenAiClient, ChatFineTuneAndCancelEndToEnd) {
   EXPECT_TRUE(out["file_listed"].get<bool>());
   EXPECT_EQ(out["file"]["bytes"].get<size_t>(), read_text(serve_test_data()).size());
   EXPECT_EQ(out["created_status"], "queued");
-  // The running completions shared decode steps (serve's decode loop batches them).
-  httplib::Client health("127.0.0.1", server.port());
-  const nlohmann::json h = get_json(health, "/health");
-  std::printf("decode loop: %lld steps carried %lld tokens\n", h.value("decode_steps", 0LL), h.value("decode_tokens", 0LL));
-  EXPECT_GT(h.value("decode_steps", 0LL), 0);
-  EXPECT_GT(h.value("decode_tokens", 0LL), h.value("decode_steps", 0LL)) << "no step carried two completions";
   ASSERT_EQ(out["job"]["status"], "succeeded") << out["job"].dump();
   const std::string ft = out["job"]["fine_tuned_model"].get<std::string>();
   EXPECT_EQ(out["models_after"], nlohmann::json::array({base, ft}));
