@@ -63,6 +63,8 @@ struct DecoderWorkspace {
   ThreadPool pool;
   std::vector<float> x, h, q, k, v, att, tmp, g, u, rstd, cosv, sinv, z, logits_in;
   std::vector<std::vector<float>> attn_scratch;  // per pool worker
+  std::vector<infer::CachedAttention> attn_segments;  // attention of each segment of a block
+  std::vector<int64_t> attn_first_task;               // where each segment's tasks start
 
   explicit DecoderWorkspace(int threads) : pool(threads), attn_scratch(static_cast<size_t>(pool.size())) {}
 
@@ -302,10 +304,10 @@ struct Decoder::Impl {
   static void attend(DecoderWorkspace& w, int64_t l, std::span<const Segment> segs) {
     const ModelConfig& c = segs.front().seq->c;
     const int64_t qd = c.q_dim();
-    std::vector<infer::CachedAttention> a;
-    std::vector<int64_t> first_task;  // segment i's tasks start at first_task[i]
-    a.reserve(segs.size());
-    first_task.reserve(segs.size() + 1);
+    std::vector<infer::CachedAttention>& a = w.attn_segments;
+    std::vector<int64_t>& first_task = w.attn_first_task;  // segment i's tasks start at first_task[i]
+    a.clear();
+    first_task.clear();
     int64_t n_tasks = 0, scratch = 0;
     for (const Segment& s : segs) {
       a.push_back(s.seq->attention(l, w.q.data() + s.row0 * qd, s.n, w.att.data() + s.row0 * qd));

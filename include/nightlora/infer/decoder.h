@@ -139,7 +139,7 @@ class DecodeBatch {
 
   // Feeds tokens[i] to sequences[i] at its n_past() (which then grows by one) and returns
   // the next-token logits of each, sequences.size() x vocab, row-major. The decoders must be
-  // distinct, on this batch's engine and one model, made with the same precision and
+  // distinct, on this batch's engine and one nl::Model object, made with the same precision and
   // few_token_f32 (their KV types may differ). As Decoder::forward, nobody else may submit
   // to the engine meanwhile. Throws nl::Error for a decoder that does not fit, a token outside
   // the vocabulary or a full context (before any sequence has moved).
