@@ -141,7 +141,12 @@ void DecodeScheduler::loop() {
     ids.clear();
     size_t kept = 0;
     for (size_t i = 0; i < running.size(); ++i) {
-      const std::optional<int32_t> id = sample_next(*running[i]);
+      std::optional<int32_t> id;
+      try {
+        id = sample_next(*running[i]);
+      } catch (...) {  // (sampling throws on nothing it is given today; a failure ends only this one)
+        end(*running[i], false, std::current_exception());
+      }
       if (!id) continue;
       decoders.push_back(running[i]->decoder.get());
       ids.push_back(*id);
