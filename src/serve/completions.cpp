@@ -12,12 +12,17 @@
 #include "nightlora/util/error.h"
 #include "serve/api_error.h"
 #include "serve/completion_fields.h"
+#include "serve/decode_scheduler.h"
 
 namespace nl::serve {
 
 Completions::Completions(ResidentModel& resident, const AdapterRegistry& registry, const ServeLimits& limits,
                          const DecoderOptions& decoder, const std::string& chat_format)
-    : resident_(resident), registry_(registry), limits_(limits), decoder_(decoder) {
+    : resident_(resident),
+      registry_(registry),
+      limits_(limits),
+      decoder_(decoder),
+      scheduler_(std::make_unique<DecodeScheduler>(resident.engine(), resident.turns(), decoder.threads)) {
   const Model& m = resident_.model();
   if (!m.tokenizer) fail(m.source_path, "the model has no tokenizer", "serve needs a model with its tokenizer");
   if (!chat_format.empty()) {
@@ -28,6 +33,11 @@ Completions::Completions(ResidentModel& resident, const AdapterRegistry& registr
     has_chat_format_ = true;
   }
 }
+
+Completions::~Completions() = default;
+
+int64_t Completions::decode_steps() const { return scheduler_->steps(); }
+int64_t Completions::decode_tokens() const { return scheduler_->tokens_advanced(); }
 
 std::string Completions::chat_description() const {
   if (has_chat_format_) return std::string("chat template ") + chat_format_name(chat_format_);
@@ -98,17 +108,30 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
                                    const std::function<bool(const std::string&)>& on_text) const {
   const Model& m = resident_.model();
   const Tokenizer& tok = *m.tokenizer;
-  EngineTurns& turns = resident_.turns();
 
   DecoderOptions dopt = decoder_;
   dopt.max_context = std::min<int64_t>(m.config.context, static_cast<int64_t>(req.prompt.size()) + req.max_tokens);
-  Decoder dec(m, resident_.engine(), dopt);
-  dec.set_adapter(req.target.adapter.get());
+  auto dec = std::make_unique<Decoder>(m, resident_.engine(), dopt);
+  dec->set_adapter(req.target.adapter.get());
   Sampler sampler(req.sampling);
+  sampler.accept(req.prompt);  // the repetition penalty's history starts as the prompt (as generate())
   GenerateOptions gopt;
   gopt.max_new_tokens = req.max_tokens;
   gopt.stop_ids = default_stop_ids(tok);
   gopt.vocab_limit = tok.vocab_size();
+
+  // The prompt runs alone, under a serving turn; then the sequence joins the decode loop,
+  // which advances it with the other running completions, one token per step.
+  std::vector<float> logits;
+  {
+    const EngineTurns::Turn turn = resident_.turns().serve();
+    logits = dec->forward(req.prompt);
+  }
+  const std::shared_ptr<TokenStream> stream = scheduler_->join(std::move(dec), std::move(sampler), std::move(logits), gopt);
+  struct CancelOnExit {  // however this ends (a throwing on_text too), the loop stops generating for it
+    TokenStream& s;
+    ~CancelOnExit() { s.cancel(); }
+  } cancel_on_exit{*stream};
 
   CompletionOutcome out;
   TextStream text(tok, req.prompt, req.stop);  // holds back what may become a stop string
@@ -118,25 +141,16 @@ CompletionOutcome Completions::run(const CompletionRequest& req,
     out.text += piece;
     if (!on_text(piece)) client_gone = true;
   };
-  // The engine is this request's while it holds a turn: from the prompt's forward to the end
-  // of each token's forward. Between tokens the turn is let go (and the text sent), so other
-  // requests' tokens and, when none waits, a training step run in between. A Turn is made
-  // in place (new Turn(prvalue)), so it need not be movable.
-  std::unique_ptr<EngineTurns::Turn> turn(new EngineTurns::Turn(turns.serve()));
-  auto on_token = [&](int32_t id, std::span<const float>) {
-    const std::string piece = text.push(id);
-    turn.reset();
-    deliver(piece);
-    if (text.stopped() || client_gone) return false;
-    turn.reset(new EngineTurns::Turn(turns.serve()));
-    return true;
-  };
-  const GenerateResult res = generate(dec, sampler, req.prompt, gopt, on_token);
-  turn.reset();
+  // The text is made and sent here, on the request's thread, while the loop goes on: a
+  // slow client delays nobody. A stop string or a client gone cancels the sequence.
+  while (const std::optional<int32_t> id = stream->next()) {
+    ++out.completion_tokens;
+    deliver(text.push(*id));
+    if (text.stopped() || client_gone) break;  // cancelled on the way out
+  }
   deliver(text.finish());
   out.prompt_tokens = static_cast<int64_t>(req.prompt.size());
-  out.completion_tokens = static_cast<int64_t>(res.ids.size());
-  out.finish_reason = res.stopped_on_token || text.stopped() ? "stop" : "length";
+  out.finish_reason = stream->stopped_on_token() || text.stopped() ? "stop" : "length";
   return out;
 }
 

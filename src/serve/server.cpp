@@ -265,10 +265,14 @@ struct Server::Impl {
       send_error(res, 500, "internal error (please report it): " + what, "server_error");
     });
 
-    // Also how many completions run now (a client or a test sees when the 429 limit is reached).
+    // Also how many completions run now (a client or a test sees when the 429 limit is
+    // reached), and the decode loop's steps and the tokens they advanced (tokens / steps:
+    // how many completions a step carried on average).
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       send_json(res, 200, {{"status", "ok"}, {"completions_running", active.load()},
-                           {"max_concurrent", opt.limits.max_concurrent}});
+                           {"max_concurrent", opt.limits.max_concurrent},
+                           {"decode_steps", completions->decode_steps()},
+                           {"decode_tokens", completions->decode_tokens()}});
     });
 
     auto model_object = [](const serve::RegisteredModel& m) {

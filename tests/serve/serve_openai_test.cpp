@@ -120,6 +120,12 @@ TEST(ServeOpenAiClient, ConcurrentClientsWhileAJobTrains) {
   std::printf("load: %d requests in %.2f s; the job was %s when they were answered\n", kClients * kRequests,
               out["load_seconds"].get<double>(),
               out["status_after_load"].get<std::string>().c_str());
+  // The running completions shared decode steps (serve's decode loop batches them).
+  httplib::Client health("127.0.0.1", server.port());
+  const nlohmann::json h = get_json(health, "/health");
+  std::printf("decode loop: %lld steps carried %lld tokens\n", h.value("decode_steps", 0LL), h.value("decode_tokens", 0LL));
+  EXPECT_GT(h.value("decode_steps", 0LL), 0);
+  EXPECT_GT(h.value("decode_tokens", 0LL), h.value("decode_steps", 0LL)) << "no step carried two completions";
   ASSERT_EQ(out["job"]["status"], "succeeded") << out["job"].dump();
   const fs::path job_adapter = tmp / "data/jobs" / out["job"]["id"].get<std::string>() / "run/adapter.gguf";
   const fs::path ref = standalone_train(model, tmp / "standalone", steps, kLr, kSeed, kSaveEvery);

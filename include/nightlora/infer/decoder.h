@@ -31,6 +31,8 @@
 namespace nl {
 
 struct LoraAdapter;
+struct DecoderWorkspace;
+class DecodeBatch;
 
 // Element type of the KV cache.
 enum class KvType : uint8_t { F16 = 0, F32 = 1 };
@@ -108,8 +110,46 @@ class Decoder {
   int64_t kv_cache_positions() const;  // positions the cache has room for now
 
  private:
+  friend class DecodeBatch;
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// One decode step for several sequences at once (a server's concurrent completions): each
+// sequence is a Decoder with its own KV cache, position and adapter (none, the same or each
+// its own), and advances by one token. Every projection and the output head is one engine
+// product of nt = number of sequences rows, so the engine reads each weight once for all of
+// them (the cpu engine's matrix-vector kernels take up to 4 tokens per read of a tile);
+// attention runs per sequence over its own cache, and each sequence's LoRA branch on its own
+// row.
+//
+// Exactness: row i of a step's logits has the bits sequences[i]->forward({tokens[i]}) would
+// return, in every precision: the products run in the mode one decoder's one-token step
+// asks for, and the engine's products give each row the same bits whatever rows it is
+// multiplied with (kernels_matvec.h); every other op is per row or per sequence. So a
+// sequence's greedy tokens do not depend on which others share its steps
+// (tests/infer/decode_batch_test.cpp).
+class DecodeBatch {
+ public:
+  // The batch's host ops run on its own pool of `threads` (0: the engine's thread count).
+  explicit DecodeBatch(FrozenEngine& engine, int threads = 0);
+  ~DecodeBatch();
+  DecodeBatch(const DecodeBatch&) = delete;
+  DecodeBatch& operator=(const DecodeBatch&) = delete;
+
+  // Feeds tokens[i] to sequences[i] at its n_past() (which then grows by one) and returns
+  // the next-token logits of each, sequences.size() x vocab, row-major. The decoders must be
+  // distinct, on this batch's engine and one nl::Model object, made with the same precision and
+  // few_token_f32 (their KV types may differ). As Decoder::forward, nobody else may submit
+  // to the engine meanwhile. Throws nl::Error for a decoder that does not fit, a token outside
+  // the vocabulary or a full context (before any sequence has moved).
+  std::vector<float> step(std::span<Decoder* const> sequences, std::span<const int32_t> tokens);
+
+  int threads() const;
+
+ private:
+  FrozenEngine& engine_;
+  std::unique_ptr<DecoderWorkspace> ws_;
 };
 
 }  // namespace nl
