@@ -8,7 +8,9 @@
 // loss is taken in chunks of supervised tokens through the output head (no [tokens x vocab]
 // buffer), and no backward buffer, checkpoint or optimizer state exists. In f32 each
 // example's loss sum is exactly the one the training step's forward_only gives for that
-// example alone (tested), so packing changes the speed and nothing else.
+// example alone (tested), so packing changes the speed and nothing else. The tokens all
+// examples start with (up to the first supervised position) run once per adapter: each
+// example's own rows attend to their kept keys and values (the same bits again).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,6 +33,9 @@ struct HeldoutLoss {
   std::vector<ExampleLoss> examples;  // in the data set's order
   double mean() const;                // over all supervised tokens (token-weighted)
   bool finite() const;                // every example's loss is a finite number
+  // Leading tokens every scored example shares before its first supervised position, run
+  // once for all of them (a task's instruction); 0 when there is none.
+  int64_t shared_prefix = 0;
 };
 
 struct HeldoutOptions {
