@@ -12,8 +12,9 @@
 //  - the tokens every scored example starts with (a task's instruction: LaMP-2's prompt
 //    head), up to the first supervised position, run once per adapter: their keys and
 //    values are kept for every layer, and each example's own rows attend to them and to
-//    themselves (attention_forward's q_start). A row's numbers depend only on the rows
-//    before it in its sequence, which are the same in the prefix's forward.
+//    themselves (its keys copied after the prefix's; attention_forward's q_start). A row's
+//    numbers depend only on the rows before it in its sequence, the same in the prefix's
+//    forward.
 // Each output row of the engine's products, the norms, the LoRA branch and the loss depends
 // only on its own input row, so neither packing nor the last block's row selection changes
 // a number (tests/eval/heldout_loss_test.cpp compares with TrainStep::forward_only example
@@ -110,15 +111,15 @@ struct HeldoutScorer::Impl {
   // Forward buffers for cap_T tokens (the largest packed batch so far) and rank cap_rank.
   int64_t cap_T = 0, cap_rank = 0;
   Buf x, xn, rstd, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o, g, u, h, dn;
-  // Keys and values of a forward after the shared prefix (each sequence's: the prefix's rows,
-  // then its own) and the attention scratch, for cap_keys key rows.
+  // The attention scratch, for cap_keys key rows of a forward.
   int64_t cap_keys = 0;
-  Buf k_all, v_all, attn_scratch;
+  Buf attn_scratch;
   // The shared prefix of the examples being scored: its length and each layer's keys and
-  // values (after RoPE), made by run_prefix for the adapter being scored.
+  // values (after RoPE), made by run_prefix for the adapter being scored. Each layer's
+  // buffer has room after the prefix for the longest example's own rows: a sequence's keys
+  // are copied there, after the prefix's, for its attention.
   int64_t prefix = 0;
   std::vector<Buf> prefix_k, prefix_v;
-  std::vector<int64_t> key_start, query_start;
   Buf z[kNumProj];
   // The last block's supervised rows, gathered.
   Buf sx, satt;
@@ -191,12 +192,10 @@ struct HeldoutScorer::Impl {
     }
   }
 
-  // Attention buffers for `keys` key rows, and RoPE for positions below `positions`.
+  // Attention scratch for `keys` key rows, and RoPE for positions below `positions`.
   void plan_attention(int64_t keys, int64_t positions) {
     if (keys > cap_keys) {
       cap_keys = keys;
-      k_all.assign(static_cast<size_t>(keys * cfg.kv_dim()), 0.0f);
-      v_all.assign(static_cast<size_t>(keys * cfg.kv_dim()), 0.0f);
       attn_scratch.assign(static_cast<size_t>(attn_scratch_floats(cfg.n_head, keys, cfg.head_dim)), 0.0f);
     }
     if (positions > rope.max_pos) rope.build(cfg, std::max<int64_t>(positions, 64));
@@ -286,16 +285,12 @@ struct HeldoutScorer::Impl {
     rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
     if (rows == Rows::Prefix) {
       const size_t n = static_cast<size_t>(T * cfg.kv_dim());
-      prefix_k[static_cast<size_t>(l)].assign(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(n));
-      prefix_v[static_cast<size_t>(l)].assign(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+      std::memcpy(prefix_k[static_cast<size_t>(l)].data(), k.data(), n * sizeof(float));
+      std::memcpy(prefix_v[static_cast<size_t>(l)].data(), v.data(), n * sizeof(float));
       if (last) return;
     }
-    if (rows == Rows::AfterPrefix) {
-      join_prefix(l, as.n_seq);
-      attention_forward(as, q.data(), k_all.data(), v_all.data(), att.data(), lse.data(), pool);
-    } else {
-      attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
-    }
+    if (rows == Rows::AfterPrefix) attention_after_prefix(l, as);
+    else attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
 
     // From here on, rows are independent: the last block continues on its supervised rows.
     float* xs = x.data();
@@ -318,28 +313,37 @@ struct HeldoutScorer::Impl {
     for (int64_t i = 0; i < R * d; ++i) xs[i] = xs[i] + dn[static_cast<size_t>(i)];  // x_out = x1 + down(h)
   }
 
-  // Layer l's keys and values of every sequence of the batch into k_all and v_all, laid out
-  // by key_start: the prefix's rows, then the sequence's own (query_start's rows of k, v).
-  void join_prefix(int64_t l, int64_t n_seq) {
-    const int64_t kvd = cfg.kv_dim();
-    const size_t prefix_bytes = static_cast<size_t>(prefix * kvd) * sizeof(float);
-    for (int64_t s = 0; s < n_seq; ++s) {
-      const int64_t k0 = key_start[static_cast<size_t>(s)], q0 = query_start[static_cast<size_t>(s)];
-      const size_t own_bytes = static_cast<size_t>((query_start[static_cast<size_t>(s + 1)] - q0) * kvd) * sizeof(float);
-      std::memcpy(k_all.data() + k0 * kvd, prefix_k[static_cast<size_t>(l)].data(), prefix_bytes);
-      std::memcpy(v_all.data() + k0 * kvd, prefix_v[static_cast<size_t>(l)].data(), prefix_bytes);
-      std::memcpy(k_all.data() + (k0 + prefix) * kvd, k.data() + q0 * kvd, own_bytes);
-      std::memcpy(v_all.data() + (k0 + prefix) * kvd, v.data() + q0 * kvd, own_bytes);
+  // Layer l's attention of the batch's rows (the sequences of as.seq_start, each after the
+  // shared prefix), sequence by sequence: its keys and values are copied after the prefix's
+  // (so each query's sums run over one array of keys, in order, as in the whole example)
+  // and its rows ask as the last rows of prefix + own keys.
+  void attention_after_prefix(int64_t l, const AttnShape& as) {
+    const int64_t kvd = cfg.kv_dim(), qd = cfg.q_dim();
+    float* K = prefix_k[static_cast<size_t>(l)].data();
+    float* V = prefix_v[static_cast<size_t>(l)].data();
+    for (int64_t s = 0; s < as.n_seq; ++s) {
+      const int64_t r0 = as.seq_start[s], L = as.seq_start[s + 1] - r0;
+      std::memcpy(K + prefix * kvd, k.data() + r0 * kvd, static_cast<size_t>(L * kvd) * sizeof(float));
+      std::memcpy(V + prefix * kvd, v.data() + r0 * kvd, static_cast<size_t>(L * kvd) * sizeof(float));
+      const int64_t keys[2] = {0, prefix + L}, queries[2] = {0, L};
+      AttnShape one{prefix + L, cfg.n_head, cfg.n_kv_head, cfg.head_dim, keys, 1, attn_scratch.data()};
+      one.q_start = queries;
+      attention_forward(one, q.data() + r0 * qd, K, V, att.data() + r0 * qd, lse.data() + r0 * cfg.n_head, pool);
     }
   }
 
-  // The shared prefix's forward (`prefix` tokens) for adapter a: fills prefix_k, prefix_v.
-  void run_prefix(const std::vector<int32_t>& tokens, const LoraAdapter* a) {
+  // The shared prefix's forward (`prefix` tokens) for adapter a: fills prefix_k, prefix_v,
+  // each with room for `own` more rows.
+  void run_prefix(const std::vector<int32_t>& tokens, int64_t own, const LoraAdapter* a) {
     const int64_t P = prefix;
     plan(P, a ? a->cfg.rank : 0);
     plan_attention(P, P);
     prefix_k.resize(static_cast<size_t>(cfg.n_layer));
     prefix_v.resize(static_cast<size_t>(cfg.n_layer));
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      prefix_k[static_cast<size_t>(l)].resize(static_cast<size_t>((P + own) * cfg.kv_dim()));
+      prefix_v[static_cast<size_t>(l)].resize(static_cast<size_t>((P + own) * cfg.kv_dim()));
+    }
     for (int64_t t = 0; t < P; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
     const int64_t starts[2] = {0, P};
     const AttnShape as{P, cfg.n_head, cfg.n_kv_head, cfg.head_dim, starts, 1, attn_scratch.data()};
@@ -359,16 +363,12 @@ struct HeldoutScorer::Impl {
       for (int64_t t = s0; t < s1; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(prefix + t - s0);
       longest = std::max(longest, prefix + s1 - s0);
     }
-    // Key rows: each sequence's own, after the prefix's when there is one.
-    key_start.assign(b.seq_start.begin(), b.seq_start.end());
-    for (int64_t s = 0; s <= n_seq; ++s) key_start[static_cast<size_t>(s)] += s * prefix;
-    query_start.assign(b.seq_start.begin(), b.seq_start.end());
-    plan_attention(key_start.back(), longest);
+    // After a prefix, attention runs one sequence at a time over prefix + own keys.
+    plan_attention(prefix > 0 ? longest : T, longest);
     sup.clear();
     for (int64_t t = 0; t < T; ++t)
       if (b.labels[static_cast<size_t>(t)] >= 0) sup.push_back(t);
-    AttnShape as{key_start.back(), cfg.n_head, cfg.n_kv_head, cfg.head_dim, key_start.data(), n_seq, attn_scratch.data()};
-    if (prefix > 0) as.q_start = query_start.data();
+    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), n_seq, attn_scratch.data()};
 
     embedding_forward(model.weights.tok_embd, b.tokens.data(), T, x.data(), pool);
     for (int64_t l = 0; l < cfg.n_layer; ++l) layer_forward(l, T, as, a, prefix > 0 ? Rows::AfterPrefix : Rows::Whole);
@@ -411,8 +411,10 @@ struct HeldoutScorer::Impl {
     prefix = shared_prefix(data.examples, scored);
     out.shared_prefix = prefix;
     if (prefix > 0) {
+      int64_t own = 0;  // the longest example's rows after the prefix
+      for (int64_t i : scored) own = std::max<int64_t>(own, static_cast<int64_t>(data.examples[static_cast<size_t>(i)].tokens.size()) - prefix);
       const std::vector<int32_t>& t0 = data.examples[static_cast<size_t>(scored[0])].tokens;
-      run_prefix(std::vector<int32_t>(t0.begin(), t0.begin() + static_cast<std::ptrdiff_t>(prefix)), a);
+      run_prefix(std::vector<int32_t>(t0.begin(), t0.begin() + static_cast<std::ptrdiff_t>(prefix)), own, a);
     }
     // Batches in data-set order, up to max_batch_tokens rows after the prefix.
     std::vector<int64_t> group;
