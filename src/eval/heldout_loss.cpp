@@ -410,33 +410,34 @@ struct HeldoutScorer::Impl {
       if (data.examples[i].n_supervised() > 0) scored.push_back(static_cast<int64_t>(i));
     prefix = shared_prefix(data.examples, scored);
     out.shared_prefix = prefix;
+    // Batches in data-set order, up to max_batch_tokens rows after the prefix.
+    std::vector<std::vector<int64_t>> groups(1);
+    int64_t group_tokens = 0, largest = 0, own = 0;  // own: the longest example's rows after the prefix
+    for (int64_t i : scored) {
+      const int64_t n = static_cast<int64_t>(data.examples[static_cast<size_t>(i)].tokens.size()) - prefix;
+      if (group_tokens + n > opt.max_batch_tokens && !groups.back().empty()) {
+        groups.emplace_back();
+        group_tokens = 0;
+      }
+      groups.back().push_back(i);
+      group_tokens += n;
+      largest = std::max(largest, group_tokens);
+      own = std::max(own, n);
+    }
+    // The buffers once, for the largest forward (each first touch of a page costs a fault).
+    plan(std::max(prefix, largest), a ? a->cfg.rank : 0);
     if (prefix > 0) {
-      int64_t own = 0;  // the longest example's rows after the prefix
-      for (int64_t i : scored) own = std::max<int64_t>(own, static_cast<int64_t>(data.examples[static_cast<size_t>(i)].tokens.size()) - prefix);
       const std::vector<int32_t>& t0 = data.examples[static_cast<size_t>(scored[0])].tokens;
       run_prefix(std::vector<int32_t>(t0.begin(), t0.begin() + static_cast<std::ptrdiff_t>(prefix)), own, a);
     }
-    // Batches in data-set order, up to max_batch_tokens rows after the prefix.
-    std::vector<int64_t> group;
-    int64_t group_tokens = 0;
-    auto flush = [&]() {
-      if (group.empty()) return;
+    for (const std::vector<int64_t>& group : groups) {
+      if (group.empty()) continue;
       Batch b = pack_batch(data.examples, group);
       drop_prefix(b, prefix);
       std::vector<ExampleLoss> per(group.size());
       run(b, a, per.data());
       for (size_t i = 0; i < group.size(); ++i) out.examples[static_cast<size_t>(group[i])] = per[i];
-      group.clear();
-      group_tokens = 0;
-    };
-    for (int64_t i : scored) {
-      const Example& e = data.examples[static_cast<size_t>(i)];
-      const int64_t n = static_cast<int64_t>(e.tokens.size()) - prefix;
-      if (group_tokens + n > opt.max_batch_tokens) flush();
-      group.push_back(i);
-      group_tokens += n;
     }
-    flush();
     return out;
   }
 };
