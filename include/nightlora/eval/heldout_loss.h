@@ -46,7 +46,7 @@ struct HeldoutOptions {
   // little (docs/ARCHITECTURE.md, "Evaluation speed").
   Precision precision = Precision::F32;
   // Examples are packed in data-set order into forwards of at most this many tokens (an
-  // example longer than this runs alone). Sets the size of the buffers (on qwen2.5-0.5b
+  // example longer than this runs alone; after a shared prefix, each example's own tokens). Sets the size of the buffers (on qwen2.5-0.5b
   // about 0.1 MiB per token, most of it the MLP's three d_ff-wide rows); beyond a few
   // hundred tokens a longer forward is no faster.
   int64_t max_batch_tokens = 512;
