@@ -57,17 +57,37 @@ run=$out/job/runs/0001
 seq_len=$("$NL_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["settings"].get("seq_len", 512))' "$run/run.json")
 k=$("$NL_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"].get("k_retrieved", 0))' "$run/run.json")
 
+# One command, timed: its wall, user and system seconds to FILE, in microseconds' resolution
+# (the child's rusage from wait4; /usr/bin/time prints hundredths, and a gate of four commands
+# of ~0.07 s each lost a tenth of its time to that rounding). stdout and stderr pass through.
+timed_cmd() {
+  "$NL_PY" - "$@" <<'PY'
+import os, subprocess, sys, time
+out, cmd = sys.argv[1], sys.argv[2:]
+t0 = time.perf_counter()
+p = subprocess.Popen(cmd)
+_, status, ru = os.wait4(p.pid, 0)
+wall = time.perf_counter() - t0
+open(out, "w").write(f"{wall:.6f} {ru.ru_utime:.6f} {ru.ru_stime:.6f}\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+PY
+}
+
 # run_case BIN NAME RESULT_PREFIX [EVAL_ARGS [LAMP2_ARGS]]: runs one case, printing its wall
 # seconds and its CPU seconds (user + system of every command: on a shared machine the wall
-# time also counts waiting for a core).
+# time also counts waiting for a core), each summed over the case's commands (the timer's own
+# start is in neither).
 run_case() {
-  local bin=$1 name=$2 res=$3 t0 t1 cpu=0 u s
+  local bin=$1 name=$2 res=$3 wall=0 cpu=0 w u s
   local common=(--model "$model" --threads "$threads")
-  timed() { /usr/bin/time -f "%U %S" -o "$res.time" "$@"; read -r u s < "$res.time"; cpu=$(echo "$cpu + $u + $s" | bc); }
+  timed() {
+    timed_cmd "$res.time" "$@"
+    read -r w u s < "$res.time"
+    wall=$(echo "$wall + $w" | bc); cpu=$(echo "$cpu + $u + $s" | bc)
+  }
   local ea=() la=()
   read -r -a ea <<< "${4:-}"
   read -r -a la <<< "${5:-}"
-  t0=$(date +%s.%N)
   case "$name" in
     gate)
       timed "$bin" eval "${common[@]}" --data "$run/heldout.jsonl" --seq-len "$seq_len" --adapter "$run/candidate" --json "${ea[@]}" > "$res.cand.json"
@@ -83,8 +103,7 @@ run_case() {
       timed "$bin" lamp2-eval "${common[@]}" --questions "$out/data/questions.json" --outputs "$out/data/outputs.json" \
         --user "$user" --adapter "$run/candidate" --retrieve 4 --json "${la[@]}" > "$res.json" ;;
   esac
-  t1=$(date +%s.%N)
-  echo "$(echo "$t1 - $t0" | bc) $cpu"
+  echo "$wall $cpu"
 }
 
 sides=(new); [ -n "$base" ] && sides=(base new)

@@ -8,7 +8,13 @@
 //  - examples are packed several to a forward (each attends only to itself), in data-set
 //    order; an example with no supervised token is not run at all (its loss is 0 of 0);
 //  - in the last block only the supervised rows go on after attention (the output
-//    projection, the MLP and the output head run on them alone): nothing reads the others.
+//    projection, the MLP and the output head run on them alone): nothing reads the others;
+//  - the tokens every scored example starts with (a task's instruction: LaMP-2's prompt
+//    head), up to the first supervised position, run once per adapter: their keys and
+//    values are kept for every layer, and each example's own rows attend to them and to
+//    themselves (its keys copied after the prefix's; attention_forward's q_start). A row's
+//    numbers depend only on the rows before it in its sequence, the same in the prefix's
+//    forward.
 // Each output row of the engine's products, the norms, the LoRA branch and the loss depends
 // only on its own input row, so neither packing nor the last block's row selection changes
 // a number (tests/eval/heldout_loss_test.cpp compares with TrainStep::forward_only example
@@ -48,6 +54,40 @@ namespace {
 using Buf = std::vector<float>;
 
 
+// The batch less the first p tokens of every sequence (the shared prefix, run apart).
+void drop_prefix(Batch& b, int64_t p) {
+  if (p == 0) return;
+  Batch out;
+  out.seq_start.push_back(0);
+  for (int64_t s = 0; s < b.n_seqs(); ++s) {
+    for (int64_t t = b.seq_start[static_cast<size_t>(s)] + p; t < b.seq_start[static_cast<size_t>(s + 1)]; ++t) {
+      out.tokens.push_back(b.tokens[static_cast<size_t>(t)]);
+      out.labels.push_back(b.labels[static_cast<size_t>(t)]);
+    }
+    out.seq_start.push_back(out.n_tokens());
+  }
+  b = std::move(out);
+}
+
+// The number of leading tokens that the scored examples share and none of them is scored
+// on: the common token prefix, cut before the first supervised position of each (label
+// position f - 1 for the first supervised token f). 0 with fewer than two examples.
+int64_t shared_prefix(const std::vector<Example>& examples, const std::vector<int64_t>& scored) {
+  if (scored.size() < 2) return 0;
+  const std::vector<int32_t>& first = examples[static_cast<size_t>(scored[0])].tokens;
+  int64_t p = static_cast<int64_t>(first.size());
+  for (int64_t i : scored) {
+    const Example& e = examples[static_cast<size_t>(i)];
+    int64_t n = 0;
+    const int64_t len = std::min<int64_t>(p, static_cast<int64_t>(e.tokens.size()));
+    while (n < len && e.tokens[static_cast<size_t>(n)] == first[static_cast<size_t>(n)]) ++n;
+    int64_t f = 1;  // token 0 is never predicted
+    while (f < static_cast<int64_t>(e.tokens.size()) && !e.supervised[static_cast<size_t>(f)]) ++f;
+    p = std::min(n, f - 1);
+  }
+  return std::max<int64_t>(p, 0);
+}
+
 // Rows [0, n) of `rows` gathered from src (row length w) into dst.
 void gather_rows(const float* src, const std::vector<int64_t>& rows, int64_t w, float* dst) {
   for (size_t i = 0; i < rows.size(); ++i)
@@ -70,7 +110,16 @@ struct HeldoutScorer::Impl {
 
   // Forward buffers for cap_T tokens (the largest packed batch so far) and rank cap_rank.
   int64_t cap_T = 0, cap_rank = 0;
-  Buf x, xn, rstd, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o, g, u, h, dn, attn_scratch;
+  Buf x, xn, rstd, q_lin, k_lin, q, k, v, rstd_q, rstd_k, att, lse, o, g, u, h, dn;
+  // The attention scratch, for cap_keys key rows of a forward.
+  int64_t cap_keys = 0;
+  Buf attn_scratch;
+  // The shared prefix of the examples being scored: its length and each layer's keys and
+  // values (after RoPE), made by run_prefix for the adapter being scored. Each layer's
+  // buffer has room after the prefix for the longest example's own rows: a sequence's keys
+  // are copied there, after the prefix's, for its attention.
+  int64_t prefix = 0;
+  std::vector<Buf> prefix_k, prefix_v;
   Buf z[kNumProj];
   // The last block's supervised rows, gathered.
   Buf sx, satt;
@@ -131,10 +180,8 @@ struct HeldoutScorer::Impl {
       size(rstd_k, cfg.qk_norm ? T * cfg.n_kv_head : 0);
       size(lse, T * cfg.n_head);
       for (Buf* b : {&g, &u, &h}) size(*b, T * ff);
-      size(attn_scratch, attn_scratch_floats(cfg.n_head, T, cfg.head_dim));
       pos.resize(static_cast<size_t>(T));
       sup.reserve(static_cast<size_t>(T));
-      if (T > rope.max_pos) rope.build(cfg, std::max<int64_t>(T, 64));
       for (int64_t l = 0; l < cfg.n_layer; ++l)
         for (int i = 0; i < kNumProj; ++i) engine->reserve_forward(engine->handle(l, static_cast<Proj>(i)), T, opt.precision);
       cap_rank = 0;  // z is sized by T too
@@ -143,6 +190,15 @@ struct HeldoutScorer::Impl {
       cap_rank = rank;
       for (Buf& b : z) b.assign(static_cast<size_t>(cap_T * rank), 0.0f);
     }
+  }
+
+  // Attention scratch for `keys` key rows, and RoPE for positions below `positions`.
+  void plan_attention(int64_t keys, int64_t positions) {
+    if (keys > cap_keys) {
+      cap_keys = keys;
+      attn_scratch.assign(static_cast<size_t>(attn_scratch_floats(cfg.n_head, keys, cfg.head_dim)), 0.0f);
+    }
+    if (positions > rope.max_pos) rope.build(cfg, std::max<int64_t>(positions, 64));
   }
 
   void validate(const LoraAdapter& a) const {
@@ -201,9 +257,18 @@ struct HeldoutScorer::Impl {
     }
   }
 
+  // What a forward runs: T rows of the residual stream x attending as `as` says, and how
+  // they stand to the shared prefix.
+  enum class Rows {
+    Whole,          // whole examples
+    Prefix,         // the shared prefix alone: keep each layer's keys and values, stop the
+                    // last block there (nothing reads its queries)
+    AfterPrefix,    // the examples' own rows after the prefix: they attend to its keys too
+  };
+
   // Block l on the residual stream x (T rows), in place. In the last block, only the rows
   // in `sup` continue after attention: on return the first sup.size() rows of sx hold them.
-  void layer_forward(int64_t l, int64_t T, const AttnShape& as, const LoraAdapter* a) {
+  void layer_forward(int64_t l, int64_t T, const AttnShape& as, const LoraAdapter* a, Rows rows) {
     const LayerVectors& w = lv[static_cast<size_t>(l)];
     const int64_t d = cfg.d_model, qd = cfg.q_dim(), hd = cfg.head_dim;
     const bool last = l == cfg.n_layer - 1;
@@ -218,7 +283,14 @@ struct HeldoutScorer::Impl {
     }
     rope_forward(q.data(), T, cfg.n_head, pos.data(), rope, pool);
     rope_forward(k.data(), T, cfg.n_kv_head, pos.data(), rope, pool);
-    attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
+    if (rows == Rows::Prefix) {
+      const size_t n = static_cast<size_t>(T * cfg.kv_dim());
+      std::memcpy(prefix_k[static_cast<size_t>(l)].data(), k.data(), n * sizeof(float));
+      std::memcpy(prefix_v[static_cast<size_t>(l)].data(), v.data(), n * sizeof(float));
+      if (last) return;
+    }
+    if (rows == Rows::AfterPrefix) attention_after_prefix(l, as);
+    else attention_forward(as, q.data(), k.data(), v.data(), att.data(), lse.data(), pool);
 
     // From here on, rows are independent: the last block continues on its supervised rows.
     float* xs = x.data();
@@ -241,21 +313,65 @@ struct HeldoutScorer::Impl {
     for (int64_t i = 0; i < R * d; ++i) xs[i] = xs[i] + dn[static_cast<size_t>(i)];  // x_out = x1 + down(h)
   }
 
+  // Layer l's attention of the batch's rows (the sequences of as.seq_start, each after the
+  // shared prefix), sequence by sequence: its keys and values are copied after the prefix's
+  // (so each query's sums run over one array of keys, in order, as in the whole example)
+  // and its rows ask as the last rows of prefix + own keys.
+  void attention_after_prefix(int64_t l, const AttnShape& as) {
+    const int64_t kvd = cfg.kv_dim(), qd = cfg.q_dim();
+    float* K = prefix_k[static_cast<size_t>(l)].data();
+    float* V = prefix_v[static_cast<size_t>(l)].data();
+    for (int64_t s = 0; s < as.n_seq; ++s) {
+      const int64_t r0 = as.seq_start[s], L = as.seq_start[s + 1] - r0;
+      std::memcpy(K + prefix * kvd, k.data() + r0 * kvd, static_cast<size_t>(L * kvd) * sizeof(float));
+      std::memcpy(V + prefix * kvd, v.data() + r0 * kvd, static_cast<size_t>(L * kvd) * sizeof(float));
+      const int64_t keys[2] = {0, prefix + L}, queries[2] = {0, L};
+      AttnShape one{prefix + L, cfg.n_head, cfg.n_kv_head, cfg.head_dim, keys, 1, attn_scratch.data()};
+      one.q_start = queries;
+      attention_forward(one, q.data() + r0 * qd, K, V, att.data() + r0 * qd, lse.data() + r0 * cfg.n_head, pool);
+    }
+  }
+
+  // The shared prefix's forward (`prefix` tokens) for adapter a: fills prefix_k, prefix_v,
+  // each with room for `own` more rows.
+  void run_prefix(const std::vector<int32_t>& tokens, int64_t own, const LoraAdapter* a) {
+    const int64_t P = prefix;
+    plan(P, a ? a->cfg.rank : 0);
+    plan_attention(P, P);
+    prefix_k.resize(static_cast<size_t>(cfg.n_layer));
+    prefix_v.resize(static_cast<size_t>(cfg.n_layer));
+    for (int64_t l = 0; l < cfg.n_layer; ++l) {
+      prefix_k[static_cast<size_t>(l)].resize(static_cast<size_t>((P + own) * cfg.kv_dim()));
+      prefix_v[static_cast<size_t>(l)].resize(static_cast<size_t>((P + own) * cfg.kv_dim()));
+    }
+    for (int64_t t = 0; t < P; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+    const int64_t starts[2] = {0, P};
+    const AttnShape as{P, cfg.n_head, cfg.n_kv_head, cfg.head_dim, starts, 1, attn_scratch.data()};
+    embedding_forward(model.weights.tok_embd, tokens.data(), P, x.data(), pool);
+    for (int64_t l = 0; l < cfg.n_layer; ++l) layer_forward(l, P, as, a, Rows::Prefix);
+  }
+
   // Runs one packed batch and adds each supervised row's NLL to its example, in position
-  // order (the order the training step sums them in).
+  // order (the order the training step sums them in). With a shared prefix (prefix > 0), b
+  // holds each example's rows after it, and run_prefix has run for this adapter.
   void run(const Batch& b, const LoraAdapter* a, ExampleLoss* per_seq) {
-    const int64_t T = b.n_tokens(), d = cfg.d_model, V = cfg.vocab;
+    const int64_t T = b.n_tokens(), d = cfg.d_model, V = cfg.vocab, n_seq = b.n_seqs();
     plan(T, a ? a->cfg.rank : 0);
-    for (int64_t s = 0; s < b.n_seqs(); ++s)
-      for (int64_t t = b.seq_start[static_cast<size_t>(s)]; t < b.seq_start[static_cast<size_t>(s + 1)]; ++t)
-        pos[static_cast<size_t>(t)] = static_cast<int32_t>(t - b.seq_start[static_cast<size_t>(s)]);
+    int64_t longest = 0;
+    for (int64_t s = 0; s < n_seq; ++s) {
+      const int64_t s0 = b.seq_start[static_cast<size_t>(s)], s1 = b.seq_start[static_cast<size_t>(s + 1)];
+      for (int64_t t = s0; t < s1; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(prefix + t - s0);
+      longest = std::max(longest, prefix + s1 - s0);
+    }
+    // After a prefix, attention runs one sequence at a time over prefix + own keys.
+    plan_attention(prefix > 0 ? longest : T, longest);
     sup.clear();
     for (int64_t t = 0; t < T; ++t)
       if (b.labels[static_cast<size_t>(t)] >= 0) sup.push_back(t);
-    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), b.n_seqs(), attn_scratch.data()};
+    const AttnShape as{T, cfg.n_head, cfg.n_kv_head, cfg.head_dim, b.seq_start.data(), n_seq, attn_scratch.data()};
 
     embedding_forward(model.weights.tok_embd, b.tokens.data(), T, x.data(), pool);
-    for (int64_t l = 0; l < cfg.n_layer; ++l) layer_forward(l, T, as, a);
+    for (int64_t l = 0; l < cfg.n_layer; ++l) layer_forward(l, T, as, a, prefix > 0 ? Rows::AfterPrefix : Rows::Whole);
     // sx now holds the final block's output of the supervised rows, in position order.
     const WeightHandle head = engine->output_handle();
     int64_t seq = 0;
@@ -287,27 +403,41 @@ struct HeldoutScorer::Impl {
                "tokenize the data with this model's tokenizer");
     HeldoutLoss out;
     out.examples.assign(data.examples.size(), ExampleLoss{});
-    // Batches in data-set order: examples with supervised tokens, up to max_batch_tokens.
-    std::vector<int64_t> group;
-    int64_t group_tokens = 0;
-    auto flush = [&]() {
-      if (group.empty()) return;
-      const Batch b = pack_batch(data.examples, group);
+    // Examples with supervised tokens (the others are 0 of 0, as one forward would give) and
+    // the prefix they share, run once.
+    std::vector<int64_t> scored;
+    for (size_t i = 0; i < data.examples.size(); ++i)
+      if (data.examples[i].n_supervised() > 0) scored.push_back(static_cast<int64_t>(i));
+    prefix = shared_prefix(data.examples, scored);
+    out.shared_prefix = prefix;
+    // Batches in data-set order, up to max_batch_tokens rows after the prefix.
+    std::vector<std::vector<int64_t>> groups(1);
+    int64_t group_tokens = 0, largest = 0, own = 0;  // own: the longest example's rows after the prefix
+    for (int64_t i : scored) {
+      const int64_t n = static_cast<int64_t>(data.examples[static_cast<size_t>(i)].tokens.size()) - prefix;
+      if (group_tokens + n > opt.max_batch_tokens && !groups.back().empty()) {
+        groups.emplace_back();
+        group_tokens = 0;
+      }
+      groups.back().push_back(i);
+      group_tokens += n;
+      largest = std::max(largest, group_tokens);
+      own = std::max(own, n);
+    }
+    // The buffers once, for the largest forward (each first touch of a page costs a fault).
+    plan(std::max(prefix, largest), a ? a->cfg.rank : 0);
+    if (prefix > 0) {
+      const std::vector<int32_t>& t0 = data.examples[static_cast<size_t>(scored[0])].tokens;
+      run_prefix(std::vector<int32_t>(t0.begin(), t0.begin() + static_cast<std::ptrdiff_t>(prefix)), own, a);
+    }
+    for (const std::vector<int64_t>& group : groups) {
+      if (group.empty()) continue;
+      Batch b = pack_batch(data.examples, group);
+      drop_prefix(b, prefix);
       std::vector<ExampleLoss> per(group.size());
       run(b, a, per.data());
       for (size_t i = 0; i < group.size(); ++i) out.examples[static_cast<size_t>(group[i])] = per[i];
-      group.clear();
-      group_tokens = 0;
-    };
-    for (size_t i = 0; i < data.examples.size(); ++i) {
-      const Example& e = data.examples[i];
-      if (e.n_supervised() == 0) continue;  // nothing to predict: 0 of 0, as one forward would give
-      const int64_t n = static_cast<int64_t>(e.tokens.size());
-      if (group_tokens + n > opt.max_batch_tokens) flush();
-      group.push_back(static_cast<int64_t>(i));
-      group_tokens += n;
     }
-    flush();
     return out;
   }
 };

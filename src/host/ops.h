@@ -58,6 +58,12 @@ struct AttnShape {
   // key and value gradients (each task uses its own part; backward's second pass sums the
   // parts, so they must outlive the tasks): required.
   float* scratch = nullptr;
+  // Forward only: the query rows of each sequence (n_seq + 1 offsets into q, out and lse)
+  // when they are only its last rows: the keys and values before them (a shared prompt's,
+  // computed once) are given, their queries are not. Query row r of sequence i sits at
+  // position L_i - (q_start[i+1] - r) of its L_i keys and gets the very numbers it would
+  // with every row present. Null: every row is a query (q, out, lse: T rows).
+  const int64_t* q_start = nullptr;
 };
 // Queries go through attention in blocks of this many (ops_attention.cpp).
 inline constexpr int64_t kAttnQueryBlock = 8;

@@ -75,17 +75,24 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
   pool.parallel_for(s.n_head * s.n_seq, [&](int64_t task) {
     const int64_t h = task / s.n_seq, sq = task % s.n_seq, g = h / group;
     const int64_t s0 = s.seq_start[sq], s1 = s.seq_start[sq + 1], L = s1 - s0;
+    // Query rows [r0, r1) of q, out and lse hold positions [s1 - (r1 - r0), s1) of the keys:
+    // with q_start, only the sequence's last rows; else all of them (r = t).
+    const int64_t r0 = s.q_start ? s.q_start[sq] : s0, r1 = s.q_start ? s.q_start[sq + 1] : s1;
+    const int64_t first = s1 - (r1 - r0);  // the first query's key row
     float* P = task_scratch(s, h, s0);
     const float* K = k + s0 * kvd + g * hd;
     const float* V = v + s0 * kvd + g * hd;
-    for (int64_t t0 = s0; t0 < s1; t0 += kQueries) {
+    // Each query's numbers do not depend on its block (the products' sums run in key order
+    // per row; past the causal edge p = 0), so a block grid from `first` equals one from s0.
+    for (int64_t t0 = first; t0 < s1; t0 += kQueries) {
       const int nq = static_cast<int>(std::min<int64_t>(kQueries, s1 - t0));
       const int64_t nk = t0 + nq - s0;  // keys of the block's last query
+      const int64_t row0 = r0 + (t0 - first);  // the block's first row in q, out, lse
       const float *Q[kQueries], *Prow[kQueries];
       float* O[kQueries];
       float inv_sum[kQueries];
-      block_rows(q, qd, h * hd, t0, nq, Q);
-      block_rows(out, qd, h * hd, t0, nq, O);
+      block_rows(q, qd, h * hd, row0, nq, Q);
+      block_rows(out, qd, h * hd, row0, nq, O);
       block_rows<const float>(P, L, 0, 0, nq, Prow);
       tile::dots(Q, nq, K, kvd, nk, hd, scale, P, L);
       for (int a = 0; a < nq; ++a) {  // p = exp(s - max) up to the causal edge, 0 after it
@@ -93,7 +100,7 @@ void attention_forward(const AttnShape& s, const float* q, const float* k, const
         const int64_t valid = t0 + a - s0 + 1;
         const float m = vec4::max_of(p, valid);
         const float sum = exp_shifted(p, valid, nk, m);
-        lse[(t0 + a) * s.n_head + h] = m + std::log(sum);
+        lse[(row0 + a) * s.n_head + h] = m + std::log(sum);
         inv_sum[a] = 1.0f / sum;
       }
       tile::weighted_rows(Prow, nq, V, kvd, nk, hd, 1.0f, O, false);
@@ -108,6 +115,7 @@ void attention_backward(const AttnShape& s, const float* dout, const float* q, c
   const int64_t hd = s.hd, qd = s.n_head * hd, kvd = s.n_kv * hd, group = s.n_head / s.n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   require_scratch(s);
+  if (s.q_start) fail("attention backward", "given query rows of a shared prefix (q_start)", "q_start is for forward only");
   // One task per (query head, sequence): it owns dq of that head and accumulates the head's
   // own share of dk and dv in its scratch (contiguous rows; no two tasks write one cache
   // line). As many tasks as query heads, so every thread has work even with 2 kv heads.

@@ -6,16 +6,19 @@
 // qwen3 with Q/K norm), quantized, with and without an adapter, for every packing size.
 // int8 moves each loss by a little; bad input is a clear error.
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <random>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "../host/tiny_model.h"
 #include "nightlora/data/batcher.h"
 #include "nightlora/data/dataset.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/eval/heldout_loss.h"
+#include "nightlora/eval/lamp2.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/host/memory_plan.h"
 #include "nightlora/host/precision_plan.h"
@@ -100,6 +103,34 @@ nl::Dataset random_examples(int64_t vocab, uint32_t seed) {
   return ds;
 }
 
+// Examples that start alike, as a task's prompts do (LaMP-2's instruction): a 45-token head
+// shared by all (not a multiple of the attention's query block), then tails of 1 to 130
+// tokens supervised from varied points after the head; one example unsupervised (not
+// scored: it does not limit the prefix), and with `early` one whose supervision starts at
+// token 30, inside the head, so only 29 tokens can run once for all.
+nl::Dataset shared_head_examples(int64_t vocab, uint32_t seed, bool early) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> head;
+  for (int i = 0; i < 45; ++i) head.push_back(tok(rng));
+  nl::Dataset ds;
+  ds.source = "shared_head.jsonl";
+  const int64_t tails[] = {12, 1, 130, 40, 7, 64, 3, 25};
+  for (int64_t i = 0; i < 8; ++i) {
+    nl::Example e;
+    e.line = i + 1;
+    e.tokens = head;
+    for (int64_t t = 0; t < tails[i]; ++t) e.tokens.push_back(tok(rng));
+    const int64_t n = static_cast<int64_t>(e.tokens.size());
+    int64_t from = 45 + (i % 3) * tails[i] / 3;  // the whole tail, its last two thirds, its last third
+    if (i == 4) from = n;                         // nothing supervised
+    if (early && i == 5) from = 30;
+    for (int64_t t = 0; t < n; ++t) e.supervised.push_back(t >= from ? 1 : 0);
+    ds.examples.push_back(std::move(e));
+  }
+  return ds;
+}
+
 std::unique_ptr<nl::Model> tiny(const nltest::TempDir& dir, const std::string& preset, nl::QType type) {
   nl::SynthOptions so;
   so.preset = preset;
@@ -147,6 +178,43 @@ TEST(HeldoutLoss, PackedEqualsOneExampleAtATimeOnEveryArchitecture) {
     std::unique_ptr<nl::Model> model = tiny(dir, preset, type);
     check_every_packing(*model, random_examples(model->config.vocab, 3), preset);
   }
+}
+
+// The tokens the examples share run once (their keys and values kept per layer) and each
+// example's own rows attend to them: the same bits as every example run whole, alone.
+TEST(HeldoutLoss, SharedPrefixRunOnceEqualsOneExampleAtATime) {
+  nltest::TempDir dir;
+  for (const auto& [preset, type] : {std::pair<std::string, nl::QType>{"tiny-llama", nl::QType::Q4_0},
+                                     {"tiny-qwen2", nl::QType::Q8_0}, {"tiny-qwen3", nl::QType::F16}}) {
+    std::unique_ptr<nl::Model> model = tiny(dir, preset, type);
+    for (bool early : {false, true}) {
+      const nl::Dataset data = shared_head_examples(model->config.vocab, 7, early);
+      // The head up to the first supervised position: 45 tokens less the one that predicts
+      // the first supervised token (example 1's tail of 1 is supervised from token 45).
+      EXPECT_EQ(nl::heldout_loss(*model, nullptr, data, packing(100000)).shared_prefix, early ? 29 : 44) << preset;
+      check_every_packing(*model, data, preset + (early ? ", supervised inside the head" : ""));
+    }
+  }
+}
+
+// On the real model with LaMP-2's prompts: the instruction runs once.
+TEST(HeldoutLoss, SharedPrefixOnStories260KLamp2Prompts) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  nltest::TempDir dir;
+  const fs::path jsonl = dir / "heldout.jsonl";
+  {
+    std::ofstream f(jsonl);
+    const char* descriptions[] = {"A boy and his dog find a lost treasure map.", "Two sisters run a bakery in Paris.",
+                                  "A detective hunts a thief across the city at night.", "Robots learn to paint."};
+    const char* tags[] = {"fantasy", "romance", "action", "sci-fi"};
+    for (int i = 0; i < 4; ++i)
+      f << nlohmann::ordered_json{{"prompt", nl::lamp2_prompt(descriptions[i], {})},
+                                  {"completion", nl::lamp2_completion(tags[i])}}.dump() << "\n";
+  }
+  const nl::Dataset data = nl::load_jsonl_dataset(jsonl.string(), *model->tokenizer, nl::DataOptions{});
+  EXPECT_GT(nl::heldout_loss(*model, nullptr, data, packing(100000)).shared_prefix, 50);
+  check_every_packing(*model, data, "stories260K LaMP-2 prompts");
 }
 
 TEST(HeldoutLoss, Int8StaysCloseToF32) {

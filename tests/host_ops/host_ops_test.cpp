@@ -5,6 +5,7 @@
 // bit-identical (tasks own their outputs and sum in a fixed order).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "../../src/host/ops.h"
 #include "../../src/host/tile_products.h"
 #include "../../src/host/vec4.h"
+#include "nightlora/util/error.h"
 #include "test_util.h"
 
 namespace nl {
@@ -185,6 +187,45 @@ TEST(Attention, TilesMatchTheDefinitionOnPackedSequencesAndGroupedHeads) {
         else EXPECT_EQ(got[i], first[i]) << "thread count changed output " << i << " (head size " << hd << ")";
       }
     }
+  }
+}
+
+// Only each sequence's last rows asking (q_start: a shared prefix's keys and values given,
+// its queries not): those rows get the bits of the run where every row asks, whatever their
+// offset from the query block grid.
+TEST(Attention, LastRowsOnlyGiveTheBitsOfTheFullRun) {
+  for (int64_t hd : {8, 12, 64}) {
+    const std::vector<int64_t> starts{0, 21, 40, 41, 70};  // lengths 21, 19, 1, 29
+    const std::vector<int64_t> asking{3, 19, 1, 10};       // how many last rows ask, per sequence
+    AttnShape s{70, 4, 2, hd, starts.data(), 4};
+    const int64_t qd = s.n_head * hd, kvd = s.n_kv * hd;
+    const Vec q = random_vec(s.T * qd, 21, 1.0f), k = random_vec(s.T * kvd, 22, 1.0f), v = random_vec(s.T * kvd, 23, 1.0f);
+    Vec scratch(static_cast<size_t>(attn_scratch_floats(s.n_head, s.T, s.hd)));
+    s.scratch = scratch.data();
+    ThreadPool pool(2);
+    Vec out(q.size()), lse(static_cast<size_t>(s.T * s.n_head));
+    attention_forward(s, q.data(), k.data(), v.data(), out.data(), lse.data(), pool);
+    // The asking rows' queries, packed.
+    std::vector<int64_t> q_start{0}, rows;
+    for (size_t i = 0; i < asking.size(); ++i) {
+      for (int64_t t = starts[i + 1] - asking[i]; t < starts[i + 1]; ++t) rows.push_back(t);
+      q_start.push_back(static_cast<int64_t>(rows.size()));
+    }
+    const int64_t R = static_cast<int64_t>(rows.size());
+    Vec qr(static_cast<size_t>(R * qd)), outr(qr.size()), lser(static_cast<size_t>(R * s.n_head));
+    for (int64_t r = 0; r < R; ++r) std::copy_n(q.begin() + rows[r] * qd, qd, qr.begin() + r * qd);
+    AttnShape sr = s;
+    sr.q_start = q_start.data();
+    attention_forward(sr, qr.data(), k.data(), v.data(), outr.data(), lser.data(), pool);
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t i = 0; i < qd; ++i)
+        ASSERT_EQ(outr[r * qd + i], out[rows[r] * qd + i]) << "row " << rows[r] << ", head size " << hd;
+      for (int64_t h = 0; h < s.n_head; ++h) ASSERT_EQ(lser[r * s.n_head + h], lse[rows[r] * s.n_head + h]);
+    }
+    Vec dummy(q.size());
+    EXPECT_THROW(attention_backward(sr, qr.data(), qr.data(), k.data(), v.data(), outr.data(), lser.data(), dummy.data(),
+                                    dummy.data(), dummy.data(), pool),
+                 nl::Error);
   }
 }
 

@@ -8,7 +8,9 @@
 // loss is taken in chunks of supervised tokens through the output head (no [tokens x vocab]
 // buffer), and no backward buffer, checkpoint or optimizer state exists. In f32 each
 // example's loss sum is exactly the one the training step's forward_only gives for that
-// example alone (tested), so packing changes the speed and nothing else.
+// example alone (tested), so packing changes the speed and nothing else. The tokens all
+// examples start with (up to the first supervised position) run once per adapter: each
+// example's own rows attend to their kept keys and values (the same bits again).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -31,6 +33,9 @@ struct HeldoutLoss {
   std::vector<ExampleLoss> examples;  // in the data set's order
   double mean() const;                // over all supervised tokens (token-weighted)
   bool finite() const;                // every example's loss is a finite number
+  // Leading tokens every scored example shares before its first supervised position, run
+  // once for all of them (a task's instruction); 0 when there is none.
+  int64_t shared_prefix = 0;
 };
 
 struct HeldoutOptions {
@@ -41,7 +46,7 @@ struct HeldoutOptions {
   // little (docs/ARCHITECTURE.md, "Evaluation speed").
   Precision precision = Precision::F32;
   // Examples are packed in data-set order into forwards of at most this many tokens (an
-  // example longer than this runs alone). Sets the size of the buffers (on qwen2.5-0.5b
+  // example longer than this runs alone; after a shared prefix, each example's own tokens). Sets the size of the buffers (on qwen2.5-0.5b
   // about 0.1 MiB per token, most of it the MLP's three d_ff-wide rows); beyond a few
   // hundred tokens a longer forward is no faster.
   int64_t max_batch_tokens = 512;
