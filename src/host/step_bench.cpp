@@ -216,8 +216,9 @@ std::string format_roofline(const StepBenchResult& r, const PeakRates& peak) {
   const double at_peak_s = m.frozen_ops_int8 / peak.int8_ops_per_s + m.frozen_ops_float / peak.f32_flops_per_s;
   // The same in CPU time: the peaks' operations per CPU second of their threads against the
   // step's CPU time (all threads). On a machine shared with other jobs the wall times
-  // stretch with the load, the CPU times much less (without the peaks' CPU times: the wall
-  // peak keeping every engine thread busy).
+  // stretch with the load, the CPU times less (though a VM's vCPU still runs slower, and
+  // is charged more, while another job shares its physical core: compare side by side).
+  // Without the peaks' CPU times: the wall peak keeping every engine thread busy.
   const double at_peak_cpu_s = peak.int8_ops_per_cpu_s > 0 && peak.f32_flops_per_cpu_s > 0
                                    ? m.frozen_ops_int8 / peak.int8_ops_per_cpu_s + m.frozen_ops_float / peak.f32_flops_per_cpu_s
                                    : at_peak_s * r.engine_threads;
