@@ -22,7 +22,8 @@
 //    in place. Weights are the same dequantized values as in f32 mode.
 //  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
 //    columns), then each (pair of row groups x token block) task packs its 16 rows into two
-//    int8 panels and runs integer dot products; input grad packs 64 rows x the task's
+//    int8 panels (four groups, 32 rows, with a set that has forward_quad) and runs integer
+//    dot products; input grad packs 64 rows x the task's
 //    columns at a time and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
 //    types are requantized from the dequantized panel.
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
@@ -216,7 +217,7 @@ int64_t grad_panel_rows(const engine::PanelKernels& k, int64_t n) {
 // the kernels' own resize() calls never grow them.
 struct alignas(64) WorkerScratch {  // own cache lines: the packers write `blocks` per task
   std::vector<float> floats;
-  engine::ForwardPanel forward8[2];  // an int8 forward task's two row groups
+  engine::ForwardPanel forward8[4];  // an int8 forward task's row groups (two, or four: forward_quad)
   engine::GradPanel grad8;
   // An int8 input-gradient task's block of dX (its tokens x its columns, contiguous),
   // copied out when the task ends: dX's own rows are a matrix row apart, and as for dY
@@ -392,8 +393,9 @@ class Int8GradRows {
   int64_t n_state_ = 0;
 };
 
-// Row groups [g, g + ng) (ng = 1 or 2: the AVX2 kernel shares each activation broadcast
-// between two groups) x tokens [t0, t1).
+// Row groups [g, g + ng) x tokens [t0, t1): ng = 4 through the set's forward_quad (each
+// activation broadcast shared by four groups), else 1 or 2 (the AVX2 kernels share it
+// between two groups).
 void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
                        WorkerScratch& ws, const Int8Rows& x, float* Y, int64_t g, int64_t ng, int64_t t0, int64_t t1) {
   const int64_t rows = m.rows, cols = m.cols;
@@ -413,7 +415,10 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
   const float* d = x.d.data() + t0 * x.blocks;
   const int32_t* sum = x.sum.data() + t0 * x.blocks;
   const int64_t last_rows = std::min(kTileRows, rows - (g + ng - 1) * kTileRows);
-  if (ng == 2)
+  if (ng == 4) {
+    const engine::ForwardPanel* const p[4] = {&ws.forward8[0], &ws.forward8[1], &ws.forward8[2], &ws.forward8[3]};
+    k8.forward_quad(q, d, sum, ldq, t1 - t0, p, last_rows, Y + t0 * rows + r0, rows);
+  } else if (ng == 2)
     k8.forward_pair(q, d, sum, ldq, t1 - t0, ws.forward8[0], ws.forward8[1], last_rows, Y + t0 * rows + r0, rows);
   else
     k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
@@ -896,12 +901,19 @@ class CpuEngine final : public FrozenEngine {
         });
         return;
       }
-      const int64_t n_groups = ceil_div(m.rows, kTileRows), n_pairs = ceil_div(n_groups, 2);
-      const int64_t n_tblocks = ceil_div(T, kInt8TokensPerTask);
-      pool_.parallel_for(n_pairs * n_tblocks, [&](int64_t i, int worker) {
-        const int64_t g = i / n_tblocks * 2, tb = i % n_tblocks;
-        forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, std::min<int64_t>(2, n_groups - g),
-                          tb * kInt8TokensPerTask, std::min(T, (tb + 1) * kInt8TokensPerTask));
+      // Tasks of four row groups where the set has forward_quad (the last task's 1-3 groups
+      // go in a pair and a single), else of two.
+      const int64_t n_groups = ceil_div(m.rows, kTileRows), per_task = int8_.forward_quad ? 4 : 2;
+      const int64_t n_units = ceil_div(n_groups, per_task), n_tblocks = ceil_div(T, kInt8TokensPerTask);
+      pool_.parallel_for(n_units * n_tblocks, [&](int64_t i, int worker) {
+        const int64_t g = i / n_tblocks * per_task, tb = i % n_tblocks, ng = std::min(per_task, n_groups - g);
+        const int64_t t0 = tb * kInt8TokensPerTask, t1 = std::min(T, t0 + kInt8TokensPerTask);
+        if (ng == 4 || ng <= 2) {
+          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, ng, t0, t1);
+        } else {
+          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, 2, t0, t1);
+          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g + 2, ng - 2, t0, t1);
+        }
       });
     } else {
       const int64_t tpt = int8_grad_tokens_per_task(kernels_, m, T, pool_.size()), ntb = ceil_div(T, tpt);

@@ -164,6 +164,13 @@ struct Int8Kernels {
   // block's 64 values y16 for token t at Y + t * ldg (grad_rows), their scale at ey[t * lds].
   void (*input_grad)(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                      int64_t n, const GradOut& out);
+  // forward for four row groups at once (32 rows, the last nr3 of p[3] valid), the same
+  // outputs as forward_pair(p[0], p[1], 8, Y) then forward_pair(p[2], p[3], nr3, Y + 16);
+  // null where a set has none (the engine then takes two row groups per task). The
+  // AVX-512 VNNI set's: each activation broadcast feeds two vpdpbusd (32 rows), where its
+  // forward pair is bound by the broadcasts (kernels_int8_avx512_vnni.cpp).
+  void (*forward_quad)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel* const p[4], int64_t nr3, float* Y, int64_t ldy) = nullptr;
 };
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,

@@ -130,9 +130,10 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
   // Resetting VmHWM also resets ru_maxrss, so the loading peak is read first.
   const size_t load_rss = peak_rss_bytes();
   const bool hwm_reset = reset_peak_rss();
-  double timed_s = 0;
+  double timed_s = 0, timed_cpu_s = 0;
   for (int64_t i = 0; i <= opt.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
     for (LoraPair& p : grads.pairs) {
       std::fill(p.A.begin(), p.A.end(), 0.0f);
       std::fill(p.B.begin(), p.B.end(), 0.0f);
@@ -155,11 +156,13 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
     }
     if (i == 0) continue;
     timed_s += t.wall_s;
+    timed_cpu_s += process_cpu_seconds() - cpu0;
     r.steps.push_back(t);
     r.mean += t;
   }
   const double n = static_cast<double>(r.steps.size());
   r.mean *= 1.0 / n;
+  r.cpu_s = timed_cpu_s / n;
   r.tokens_per_s = timed_s > 0 ? static_cast<double>(r.tokens) * n / timed_s : 0.0;
   r.train_peak_rss_bytes = hwm_reset ? vm_hwm_bytes() : 0;
   r.peak_rss_bytes = std::max(load_rss, peak_rss_bytes());
@@ -193,6 +196,9 @@ std::string format_step_breakdown(const StepBenchResult& r) {
   row("frozen products, total", m.frozen_s(), m.wall_s);
   row("overlap (engine busy, host computing)", m.overlap_s(), m.wall_s);
   row("outside the three frozen products", m.outside_frozen_s(), m.wall_s);
+  std::snprintf(buf, sizeof buf, "  %-38s %9.3f s (%.2f cores busy on average)\n", "process CPU time (all threads)", r.cpu_s,
+                m.wall_s > 0 ? r.cpu_s / m.wall_s : 0.0);
+  out += buf;
   const double mib = 1024.0 * 1024.0;
   std::snprintf(buf, sizeof buf,
                 "tokens/s %.1f; peak RSS %.0f MiB (while training %.0f MiB); arena %.1f MiB; engine %s, %d threads; "
@@ -208,16 +214,27 @@ std::string format_roofline(const StepBenchResult& r, const PeakRates& peak) {
   if (!(peak.int8_ops_per_s > 0) || !(peak.f32_flops_per_s > 0)) return "";
   const StepTiming& m = r.mean;
   const double at_peak_s = m.frozen_ops_int8 / peak.int8_ops_per_s + m.frozen_ops_float / peak.f32_flops_per_s;
-  char buf[768];
+  // The same in CPU time: the peaks' operations per CPU second of their threads against the
+  // step's CPU time (all threads). On a machine shared with other jobs the wall times
+  // stretch with the load, the CPU times less (though a VM's vCPU still runs slower, and
+  // is charged more, while another job shares its physical core: compare side by side).
+  // Without the peaks' CPU times: the wall peak keeping every engine thread busy.
+  const double at_peak_cpu_s = peak.int8_ops_per_cpu_s > 0 && peak.f32_flops_per_cpu_s > 0
+                                   ? m.frozen_ops_int8 / peak.int8_ops_per_cpu_s + m.frozen_ops_float / peak.f32_flops_per_cpu_s
+                                   : at_peak_s * r.engine_threads;
+  char buf[1024];
   std::snprintf(buf, sizeof buf,
                 "roofline: frozen products %.1f G int8 ops + %.1f GFLOP f32 per step; peaks measured now on %d threads: "
                 "int8 %.0f GOP/s (%s), f32 %.0f GFLOP/s (%s)\n"
                 "  at those peaks the products would take %.3f s: %.1f %% of the step (%.3f s), %.1f %% of the engine's "
-                "busy time (%.3f s); achieved %.0f G ops/s over the step\n",
+                "busy time (%.3f s); achieved %.0f G ops/s over the step\n"
+                "  in CPU time: at the peaks per CPU second the products would take %.3f CPU-s, %.1f %% of the step's %.3f "
+                "CPU-s (all threads)\n",
                 m.frozen_ops_int8 / 1e9, m.frozen_ops_float / 1e9, r.engine_threads, peak.int8_ops_per_s / 1e9,
                 peak.int8_isa.c_str(), peak.f32_flops_per_s / 1e9, peak.f32_isa.c_str(), at_peak_s,
                 m.wall_s > 0 ? 100.0 * at_peak_s / m.wall_s : 0.0, m.wall_s, m.frozen_s() > 0 ? 100.0 * at_peak_s / m.frozen_s() : 0.0,
-                m.frozen_s(), m.wall_s > 0 ? (m.frozen_ops_int8 + m.frozen_ops_float) / m.wall_s / 1e9 : 0.0);
+                m.frozen_s(), m.wall_s > 0 ? (m.frozen_ops_int8 + m.frozen_ops_float) / m.wall_s / 1e9 : 0.0,
+                at_peak_cpu_s, r.cpu_s > 0 ? 100.0 * at_peak_cpu_s / r.cpu_s : 0.0, r.cpu_s);
   return buf;
 }
 
@@ -243,6 +260,7 @@ std::string step_bench_json(const StepBenchResult& r, const StepBenchOptions& op
                       {"steps", static_cast<int64_t>(r.steps.size())},
                       {"step_s", m.wall_s},
                       {"tokens_per_s", r.tokens_per_s},
+                      {"cpu_s", r.cpu_s},
                       {"peak_rss_mib", static_cast<double>(r.peak_rss_bytes) / mib},
                       {"train_peak_rss_mib", r.train_peak_rss_bytes ? static_cast<double>(r.train_peak_rss_bytes) / mib : -1.0},
                       {"arena_mib", static_cast<double>(r.arena_bytes) / mib},

@@ -12,6 +12,13 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(ru.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
+double process_cpu_seconds() {
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+  const auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec); };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
 TimedEngine::TimedEngine(FrozenEngine& inner, HostClock& clock)
     : inner_(inner), clock_(clock), monitor_([this] { monitor_main(); }) {}
 

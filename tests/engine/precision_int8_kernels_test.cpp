@@ -227,6 +227,19 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->forward_pair(q.data(), d.data(), sum.data(), nb * 32, T, p0, p1, nr1, y1.data(), 16);
       EXPECT_EQ(y1, y0) << "forward pair, groups " << g << " and " << g + 1;
     }
+    // Four row groups at once, where the set has them (the last four may end in a partial
+    // group).
+    for (int64_t g = 0; k->forward_quad && g + 3 < w.tiles.n_groups(); ++g) {
+      ForwardPanel p[4];
+      for (int i = 0; i < 4; ++i) ref.pack_forward_tiles(w.tiles, g + i, p[i]);
+      const ForwardPanel* const pp[4] = {&p[0], &p[1], &p[2], &p[3]};
+      const int64_t nr3 = w.tiles.group_rows(g + 3);
+      std::vector<float> y0(static_cast<size_t>(T * 32), -1.0f), y1(y0.size(), -1.0f);
+      for (int i = 0; i < 4; ++i)
+        ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p[i], i == 3 ? nr3 : 8, y0.data() + 8 * i, 32);
+      k->forward_quad(q.data(), d.data(), sum.data(), nb * 32, T, pp, nr3, y1.data(), 32);
+      EXPECT_EQ(y1, y0) << "forward quad, groups " << g << " to " << g + 3;
+    }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
     for (int64_t rb = 0; rb * RB < s.rows; ++rb) {
       GradPanel p0, p1;
@@ -316,6 +329,15 @@ TEST(Int8Kernels, ForwardSumsAtTheIntegerBounds) {
     std::vector<float> y1(y0.size(), -1.0f);
     k->forward(q.data(), d.data(), sum.data(), ldq, T, p, 8, y1.data(), 8);
     EXPECT_EQ(y1, y0);
+    if (k->forward_quad) {  // the same panel as all four row groups
+      const ForwardPanel* const pp[4] = {&p, &p, &p, &p};
+      std::vector<float> y4(static_cast<size_t>(T * 32), -1.0f);
+      k->forward_quad(q.data(), d.data(), sum.data(), ldq, T, pp, 8, y4.data(), 32);
+      for (int64_t t = 0; t < T; ++t)
+        for (int i = 0; i < 4; ++i)
+          EXPECT_TRUE(std::equal(y0.begin() + t * 8, y0.begin() + t * 8 + 8, y4.begin() + t * 32 + 8 * i))
+              << "quad, token " << t << ", group " << i;
+    }
   }
 }
 

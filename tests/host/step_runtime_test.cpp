@@ -248,16 +248,18 @@ TEST(StepRuntime, BenchStepPrintsTheBreakdown) {
   for (const char* want : {"memory plan: keeping activations of 2/3 blocks, recomputing 1", "adapter (LoRA) products",
                            "attention", "other host ops", "optimizer (clip + AdamW)", "waiting for the engine",
                            "frozen forward", "frozen recompute", "frozen input gradient", "overlap",
-                           "outside the three frozen products", "tokens/s", "peak RSS", "arena"})
+                           "outside the three frozen products", "process CPU time (all threads)", "tokens/s",
+                           "peak RSS", "arena", "roofline:", "in CPU time: at the peaks per CPU second"})
     EXPECT_NE(r.out.find(want), std::string::npos) << "missing '" << want << "' in:\n" << r.out;
   const nlohmann::json j = nlohmann::json::parse(nltest::read_text(json));
   for (const char* key : {"tokens_per_s", "peak_rss_mib", "arena_mib", "frozen_forward_s", "frozen_recompute_s",
                           "frozen_input_grad_s", "adapter_s", "attention_s", "other_s", "optimizer_s", "wait_s",
-                          "overlap_s", "outside_frozen_share"})
+                          "overlap_s", "outside_frozen_share", "cpu_s"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["kept_blocks"], 2);
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["frozen_recompute_s"].get<double>(), 0.0);
+  EXPECT_GT(j["cpu_s"].get<double>(), 0.0);  // the steps ran on this process's threads
 }
 
 TEST(StepRuntime, MaxMemoryRefusesBeforeTraining) {

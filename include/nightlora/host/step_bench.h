@@ -45,6 +45,9 @@ struct StepBenchResult {
   std::string engine_isa;
   double load_s = 0;              // engine construction (resident layout)
   double tokens_per_s = 0;
+  // Mean CPU time of the whole process per timed step (user + system, every thread): on a
+  // machine shared with other jobs the wall time stretches with the load; this much less.
+  double cpu_s = 0;
   size_t peak_rss_bytes = 0;      // whole process (loading included)
   size_t train_peak_rss_bytes = 0;  // VmHWM reset after loading; 0 when the kernel refuses
   size_t arena_bytes = 0;
@@ -57,6 +60,8 @@ struct StepBenchResult {
 // The machine's peaks, measured in the same run (bench/peak_kernels.h), for the roofline.
 struct PeakRates {
   double int8_ops_per_s = 0, f32_flops_per_s = 0;
+  // The same operations per CPU second of the measuring threads (0: not measured).
+  double int8_ops_per_cpu_s = 0, f32_flops_per_cpu_s = 0;
   std::string int8_isa, f32_isa;
 };
 // The step against the peaks: its frozen products' int8 and f32 operations, the time they

@@ -65,5 +65,7 @@ inline StepTiming operator-(StepTiming a, const StepTiming& b) {
 
 // Peak resident set size of this process so far, in bytes (getrusage; allocates nothing).
 size_t peak_rss_bytes();
+// CPU time of this process so far, every thread, user + system, in seconds (getrusage).
+double process_cpu_seconds();
 
 }  // namespace nl
