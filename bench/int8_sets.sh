@@ -14,7 +14,7 @@ case "${1:-}" in -h|--help) sed -n 2,10p "$0"; exit 0 ;; esac
 
 rounds=3
 models=qwen2.5-0.5b,qwen2.5-1.5b
-types=q4_0,q8_0,q4_K,q6_K,f16
+types=q4_0,q8_0,q4_K,q5_K,q6_K,f16
 sets=""
 while [ $# -gt 0 ]; do
   case "$1" in
