@@ -468,17 +468,12 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // ones), stored so or, with kFlip (VNNI), flipped after the broadcast.
 // The sums start from start0 and start1 (zero by default). kChunks as dot_tokens's (more
 // than 8 only with VNNI: without it the int16 pair sums hold 8 chunks).
-// kSignTrick (without VNNI): both signed, each panel's products by the sign trick
-// (dot_signed_chunk, int32 sums), the broadcast still shared: on plain AVX2 this is what
-// signed panels (Q8_0, the requantized types) do in the forward pair and in the input
-// gradient, one broadcast per token and chunk for two panels instead of one per panel.
-template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8, bool kSignTrick = false>
+template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT], __m256i start0 = _mm256_setzero_si256(),
                                    __m256i start1 = _mm256_setzero_si256()) {
   static_assert(!kFlip || (kUnsignedX && NL_INT8_VNNI), "only unsigned activations are flipped, with vpdpbusd");
-  static_assert(!kSignTrick || (!kUnsignedX && !NL_INT8_VNNI), "the sign trick is for signed x signed, without VNNI");
-  static_assert(kChunks <= 8 || NL_INT8_VNNI || kSignTrick, "int16 pair sums hold 8 chunks");
+  static_assert(kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
   for (int t = 0; t < NT; ++t) {
     part0[t] = start0;
     part1[t] = start1;
@@ -487,18 +482,6 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
   for (int c = 0; c < kChunks; ++c) {
     const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
     const int64_t xc_at = 4 * c;
-    if constexpr (kSignTrick) {
-      const __m256i abs_a = _mm256_sign_epi8(a, a), abs_b = _mm256_sign_epi8(b, b);
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
-        part0[t] = dot_signed_chunk(part0[t], abs_a, _mm256_sign_epi8(xc, a));
-        part1[t] = dot_signed_chunk(part1[t], abs_b, _mm256_sign_epi8(xc, b));
-        keep_in_register(part0[t]);
-        keep_in_register(part1[t]);
-      }
-      continue;
-    }
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
       __m256i xc = broadcast_chunk(x + t * ldx + xc_at);
@@ -587,9 +570,9 @@ void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
-// NT tokens x two panels of kind K (16 rows, the last nr1 of p1's valid): forward_tokens with
-// each activation chunk broadcast once for both panels (dot_tokens_column_pair; measured on
-// Zen 1, 7-9% faster than two passes; signed panels without VNNI by the sign trick).
+// NT tokens x two panels of kind K (16 rows, the last nr1 of p1's valid; signed ones only with
+// kUnsignedActivations): forward_tokens with each activation chunk broadcast once for both
+// panels (dot_tokens_column_pair; measured on Zen 1, 7-9% faster than two passes).
 template <int NT, Int8Kind K>
 inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
                                 const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
@@ -598,21 +581,15 @@ inline void forward_tokens_pair(const int8_t* q, const float* d, const int32_t* 
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < p0.blocks; ++b) {
     constexpr bool kSigned = K == Int8Kind::Signed;
-    // Signed panels: unsigned activations with VNNI (less the weight sums below), else the
-    // sign trick on the signed activations (int32 sums as they are).
-    constexpr bool kUnsignedX = kSigned && kUnsignedActivations, kSignTrick = kSigned && !kUnsignedActivations;
     __m256i part0[NT], part1[NT];
-    dot_tokens_column_pair<NT, kUnsignedX, kUnsignedX, 8, kSignTrick>(
-        reinterpret_cast<const __m256i*>(p0.q.data() + b * 256), reinterpret_cast<const __m256i*>(p1.q.data() + b * 256),
-        q + b * kQ8Block, ldq, part0, part1);
+    dot_tokens_column_pair<NT, kSigned, kSigned>(reinterpret_cast<const __m256i*>(p0.q.data() + b * 256),
+                                                        reinterpret_cast<const __m256i*>(p1.q.data() + b * 256),
+                                                        q + b * kQ8Block, ldq, part0, part1);
     const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
     for (int t = 0; t < NT; ++t) {
       const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
       __m256i isum0, isum1;
-      if constexpr (kSignTrick) {
-        isum0 = part0[t];
-        isum1 = part1[t];
-      } else if constexpr (kSigned) {
+      if constexpr (kSigned) {
         isum0 = _mm256_sub_epi32(part0[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.wsum.data() + b * 8)));
         isum1 = _mm256_sub_epi32(part1[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.wsum.data() + b * 8)));
       } else {
@@ -701,14 +678,8 @@ void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int6
   // a broadcast fit the 16 registers; with 4 tokens GCC spilled (measured on Zen 3, 2
   // threads, Q4_0 q/up/down of the three presets at 128 and 512 tokens: 1.01-1.11x faster,
   // median 1.05x).
-  if constexpr (K == Int8Kind::Signed && !kUnsignedActivations) {
-    // The sign trick holds two more weight registers (the absolute values): 2 tokens fit.
-    for (; t + 2 <= nt; t += 2)
-      forward_tokens_pair<2, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
-  } else {
-    for (; t + 3 <= nt; t += 3)
-      forward_tokens_pair<3, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
-  }
+  for (; t + 3 <= nt; t += 3)
+    forward_tokens_pair<3, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
   for (; t < nt; ++t)
     forward_tokens_pair<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
 }
@@ -719,11 +690,13 @@ void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int6
     forward_pair_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
     return;
   }
-  if (p0.kind == Int8Kind::Signed && p1.kind == Int8Kind::Signed) {
-    forward_pair_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
-    return;
+  if constexpr (kUnsignedActivations) {
+    if (p0.kind == Int8Kind::Signed && p1.kind == Int8Kind::Signed) {
+      forward_pair_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+      return;
+    }
   }
-  forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);  // (mixed kinds)
+  forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);  // (sign operations not shared)
 }
 
 // grad_rows (kernels_int8.h) with the scalar's arithmetic (the max is exact in any order,
@@ -880,13 +853,11 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
         add_column_group<NT, S>(part0, ev, c0 + cg * 8, n, A, lda, D, ldd);
         add_column_group<NT, S>(part1, ev, c0 + (cg + 1) * 8, n, A, lda, D, ldd);
       }
-    } else {  // signed panels without VNNI: the sign trick, two column groups per broadcast
-      for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
-        __m256i part0[NT], part1[NT];
-        dot_tokens_column_pair<NT, false, false, kGradChunks, true>(w + cg * kGradChunks, w + (cg + 1) * kGradChunks,
-                                                                    x, ldx, part0, part1);
-        add_column_group<NT, S>(part0, ev, c0 + cg * 8, n, A, lda, D, ldd);
-        add_column_group<NT, S>(part1, ev, c0 + (cg + 1) * 8, n, A, lda, D, ldd);
+    } else {
+      for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
+        __m256i part[NT];
+        dot_tokens<NT, K, false, kGradChunks>(w + cg * kGradChunks, x, ldx, part);
+        add_column_group<NT, S>(part, ev, c0 + cg * 8, n, A, lda, D, ldd);
       }
     }
   }
