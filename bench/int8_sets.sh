@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The int8 products per weight type and per x86-64 int8 kernel set, side by side in one run:
-# for each round, model and type, nl_bench_products runs once under each set this CPU has
+# for each round and model, nl_bench_products runs once under each set this CPU has
 # (NL_INT8_VNNI=avx2, avx-vnni, avx512-vnni; the order rotates per round, so drift on a
-# shared machine spreads over all sets). Then per set: each type's time over Q4_0's on the
-# same shape (forward, input gradient, both), the median over the shapes (of the per-shape
-# medians over rounds), and each set's time over the plain AVX2 set's.
+# shared machine spreads over all sets), timing every type in that one process, so each
+# type's time and Q4_0's are taken a few seconds apart (one process per type put minutes
+# between them, and a loaded machine's drift into the ratios). Then per set: each type's
+# time over Q4_0's on the same shape (forward, input gradient, both), the median over the
+# shapes (of the per-shape medians over rounds), and each set's time over the plain AVX2
+# set's.
 #   bench/int8_sets.sh [--rounds 3] [--models a,b] [--types q4_0,q8_0,...] [--sets avx2,...] -- \
 #     [other nl_bench_products options: --tokens --projs --threads --reps ...]
 # Environment: NL_BUILD_DIR (default build-bench), NL_JOBS (build parallelism, default 2).
@@ -14,7 +17,7 @@ case "${1:-}" in -h|--help) sed -n 2,10p "$0"; exit 0 ;; esac
 
 rounds=3
 models=qwen2.5-0.5b,qwen2.5-1.5b
-types=q4_0,q8_0,q4_K,q6_K,f16
+types=q4_0,q8_0,q4_K,q5_K,q6_K,f16
 sets=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,13 +46,11 @@ trap 'rm -rf "$out"' EXIT
 read -r -a set_list <<< "${sets//,/ }"
 for r in $(seq "$rounds"); do
   for model in ${models//,/ }; do
-    for type in ${types//,/ }; do
-      n=${#set_list[@]}
-      for i in $(seq 0 $((n - 1))); do
-        s=${set_list[$(((i + r) % n))]}
-        NL_INT8_VNNI=$s "$bin" --models "$model" --types "$type" --precision int8 --peak-gflops 1 --int8-peak-gops 1 \
-          --jsonl "$out/$s.$r.$model.$type.jsonl" "$@" > /dev/null
-      done
+    n=${#set_list[@]}
+    for i in $(seq 0 $((n - 1))); do
+      s=${set_list[$(((i + r) % n))]}
+      NL_INT8_VNNI=$s "$bin" --models "$model" --types "$types" --precision int8 --peak-gflops 1 --int8-peak-gops 1 \
+        --jsonl "$out/$s.$r.$model.jsonl" "$@" > /dev/null
     done
   done
   echo "round $r done ($(date -u +%H:%M:%S) UTC)"

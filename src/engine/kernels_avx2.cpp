@@ -118,6 +118,40 @@ void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   }
 }
 
+// Half h of a Q5_K super-block (quant::dequantize_row_q5_K): Q4_K's nibbles with a fifth bit
+// from qh (bit 2g of qh[l] for the group's low nibbles, bit 2g+1 for its high ones), the
+// same scalar scale and min products and the same rounding as q4k_value.
+void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
+  const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
+  const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh));
+  for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
+    uint8_t sc, mn;
+    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
+    const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * mn);
+    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
+    const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * mn);
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * g));
+    // Bit 4 of each level: shifts on 16-bit lanes, the mask keeps one bit per byte, so the
+    // left shift by 4 cannot cross into the next byte.
+    const __m256i bit_lo = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), one), 4);
+    const __m256i bit_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4);
+    const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, low_nibbles), bit_lo);
+    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles), bit_hi);
+    const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
+    const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
+    _mm256_storeu_ps(y + 0, q4k_value(lo0, d1, m1));
+    _mm256_storeu_ps(y + 8, q4k_value(_mm_srli_si128(lo0, 8), d1, m1));
+    _mm256_storeu_ps(y + 16, q4k_value(lo1, d1, m1));
+    _mm256_storeu_ps(y + 24, q4k_value(_mm_srli_si128(lo1, 8), d1, m1));
+    _mm256_storeu_ps(y + 32, q4k_value(hi0, d2, m2));
+    _mm256_storeu_ps(y + 40, q4k_value(_mm_srli_si128(hi0, 8), d2, m2));
+    _mm256_storeu_ps(y + 48, q4k_value(hi1, d2, m2));
+    _mm256_storeu_ps(y + 56, q4k_value(_mm_srli_si128(hi1, 8), d2, m2));
+  }
+}
+
 // Half h (128 values) of a Q6_K super-block (quant::dequantize_row_q6_K): 32 levels at a time from ql/qh, each
 // 16 with the scale (d * sc) times the level, the reference's two rounded multiplies.
 void dequantize_q6k_half(const quant::BlockQ6_K* x, int h, float* y) {
@@ -155,6 +189,7 @@ void dequantize_tiles_avx2(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
       case QType::Q4_0:
       case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
       case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), half, y); break;
+      case QType::Q5_K: dequantize_q5k_half(reinterpret_cast<const quant::BlockQ5_K*>(block), half, y); break;
       case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), half, y); break;
       case QType::F16:
         for (int j = 0; j < kTileCols; j += 8)

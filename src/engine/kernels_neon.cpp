@@ -121,6 +121,7 @@ void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
       case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
       case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), half, y); break;
       case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), half, y); break;
+      case QType::Q5_K: dequantize_kquant_half_scalar(m.type, block, half, y); break;  // (no NEON form yet)
       case QType::F16:  // exact widening conversion, subnormals included
         for (int j = 0; j < kTileCols; j += 4) {
           uint16_t h[4];

@@ -15,6 +15,7 @@ int64_t tile_cols(QType t) {
     case QType::Q8_0:
     case QType::F16: return kTileCols;
     case QType::Q4_K:
+    case QType::Q5_K:
     case QType::Q6_K: return kSuperTileCols;
     default: return 0;
   }
@@ -70,6 +71,19 @@ TiledMatrix make_tiles(const TensorView& w) {
   return m;
 }
 
+void dequantize_kquant_half_scalar(QType t, const uint8_t* block, int half, float* y) {
+  float super_block[kSuperTileCols];
+  if (t == QType::Q4_K)
+    quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), super_block, kSuperTileCols);
+  else if (t == QType::Q5_K)
+    quant::dequantize_row_q5_K(reinterpret_cast<const quant::BlockQ5_K*>(block), super_block, kSuperTileCols);
+  else if (t == QType::Q6_K)
+    quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), super_block, kSuperTileCols);
+  else
+    fail("dequantize_kquant_half_scalar", std::string("not a K-quant: ") + qtype_name(t));
+  std::memcpy(y, super_block + half * kKQuantHalfCols, static_cast<size_t>(kKQuantHalfCols) * sizeof(float));
+}
+
 // Legacy types: the same arithmetic as quant::dequantize_row_q4_0 / q8_0 (one float
 // multiply per element). K-quants: the reference dequantizer itself on the whole
 // super-block, of which the asked half is kept. F16: exact conversion. The values are
@@ -77,7 +91,6 @@ TiledMatrix make_tiles(const TensorView& w) {
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld) {
   if (!has_tiled_layout(m.type)) fail("dequantize_tiles", std::string("no tiled layout for ") + qtype_name(m.type));
   const int64_t nr = m.group_rows(g);
-  float super_block[kSuperTileCols];
   for_each_unit_row(m, g, c0, c1, panel, ld, [&](const uint8_t* t, int64_t i, int half, float* y) {
     const uint8_t* block = t + static_cast<size_t>(i) * m.block_bytes;  // K-quants, F16
     switch (m.type) {
@@ -99,13 +112,8 @@ void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_
         break;
       }
       case QType::Q4_K:
-      case QType::Q6_K:
-        if (m.type == QType::Q4_K)
-          quant::dequantize_row_q4_K(reinterpret_cast<const quant::BlockQ4_K*>(block), super_block, kSuperTileCols);
-        else
-          quant::dequantize_row_q6_K(reinterpret_cast<const quant::BlockQ6_K*>(block), super_block, kSuperTileCols);
-        std::memcpy(y, super_block + half * kKQuantHalfCols, static_cast<size_t>(kKQuantHalfCols) * sizeof(float));
-        break;
+      case QType::Q5_K:
+      case QType::Q6_K: dequantize_kquant_half_scalar(m.type, block, half, y); break;
       case QType::F16:
         for (int64_t j = 0; j < kTileCols; ++j) {
           uint16_t h;

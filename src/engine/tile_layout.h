@@ -1,5 +1,5 @@
-// The resident tile layout of the cpu engine, made once at load, for Q4_0, Q8_0, Q4_K, Q6_K
-// and F16 weights.
+// The resident tile layout of the cpu engine, made once at load, for Q4_0, Q8_0, Q4_K, Q5_K,
+// Q6_K and F16 weights.
 //
 // Rows are taken in groups of 8 (the last group may be shorter) and columns in tiles of
 // `tile_cols`: one quant block for Q4_0/Q8_0 (32), one super-block for the K-quants (256),
@@ -8,7 +8,7 @@
 // one run (as llama.cpp's repacked layouts do) instead of 8 strided rows:
 //   Q4_0, Q8_0:  [ d(row 0) .. d(row nr-1) ][ quants(row 0) ] .. [ quants(row nr-1) ]
 //                (scales first, so an integer kernel finds the 8 scales together)
-//   Q4_K, Q6_K:  [ block(row 0) ] .. [ block(row nr-1) ]    whole ggml super-blocks
+//   K-quants:    [ block(row 0) ] .. [ block(row nr-1) ]    whole ggml super-blocks
 //   F16:         [ 32 halves(row 0) ] .. [ 32 halves(row nr-1) ]
 // Nothing is added or dropped: the tiles take exactly the bytes of the quantized rows.
 //
@@ -26,7 +26,7 @@ namespace nl::engine {
 
 inline constexpr int64_t kTileRows = 8;
 inline constexpr int64_t kTileCols = 32;        // one Q4_0 / Q8_0 block; an F16 tile
-inline constexpr int64_t kSuperTileCols = 256;  // one Q4_K / Q6_K super-block
+inline constexpr int64_t kSuperTileCols = 256;  // one Q4_K / Q5_K / Q6_K super-block
 
 struct TiledMatrix {
   QType type = QType::F32;
@@ -57,8 +57,8 @@ bool has_tiled_layout(QType t, int64_t cols);
 TiledMatrix make_tiles(const TensorView& w);
 
 // The columns a dequantizer call starts and ends on: a tile, except for the K-quants, whose
-// super-blocks split into two halves of 128 columns (Q4_K: sub-blocks 0-3 and 4-7, Q6_K: its
-// two 128-value groups), so an input-gradient task can take 128 columns.
+// super-blocks split into two halves of 128 columns (Q4_K, Q5_K: sub-blocks 0-3 and 4-7,
+// Q6_K: its two 128-value groups), so an input-gradient task can take 128 columns.
 inline constexpr int64_t kKQuantHalfCols = 128;
 int64_t dequant_cols(QType t);
 
@@ -78,6 +78,10 @@ void for_each_unit_row(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, 
     for (int64_t i = 0; i < nr; ++i) fn(tile, i, half, panel + i * ld + (c - c0));
   }
 }
+
+// Half `half` (128 values) of one K-quant super-block (Q4_K, Q5_K, Q6_K) at y, by the
+// reference dequantizer (the whole super-block, of which the half is kept).
+void dequantize_kquant_half_scalar(QType t, const uint8_t* block, int half, float* y);
 
 // The scalar dequantizer (always available); kernels.h has the one picked for this CPU.
 void dequantize_tiles_scalar(const TiledMatrix& m, int64_t g, int64_t c0, int64_t c1, float* panel, int64_t ld);

@@ -1,4 +1,4 @@
-// The resident tile layout (src/engine/tile_layout.h) of Q4_0, Q8_0, Q4_K, Q6_K and F16: it
+// The resident tile layout (src/engine/tile_layout.h) of Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and F16: it
 // holds exactly the quantized bytes, and every dequantizer of it (scalar, AVX2, NEON) gives
 // the reference dequantizer's values bit for bit, which is what lets the forward and
 // input-gradient kernels see the same weights.
@@ -49,7 +49,7 @@ std::vector<const nl::engine::PanelKernels*> kernel_sets() {
   return k;
 }
 
-const QType kTiledTypes[] = {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q6_K, QType::F16};
+const QType kTiledTypes[] = {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16};
 
 // Row lengths made of `tiles` whole tiles of the type (32 or 256 columns each).
 int64_t cols_of(QType t, int64_t tiles) { return tiles * nl::engine::tile_cols(t); }

@@ -1,4 +1,4 @@
-// Every tiled weight type (Q4_0, Q8_0, Q4_K, Q6_K, F16) x product (forward, input grad) x
+// Every tiled weight type (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16) x product (forward, input grad) x
 // instruction set this build can run (scalar; AVX2 on x86-64; NEON on arm64, under qemu in
 // CI) through the cpu engine, against the scalar reference products (reference_products.h).
 // Shapes are awkward on purpose: rows not a multiple of the 8-row tile group, more rows than
@@ -99,7 +99,7 @@ class TiledProducts : public ::testing::TestWithParam<QType> {};
 
 TEST_P(TiledProducts, EveryInstructionSetMatchesTheScalarReference) {
   const QType type = GetParam();
-  const bool kquant = type == QType::Q4_K || type == QType::Q6_K;
+  const bool kquant = type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
   // Columns: K-quants need whole 256-element super-blocks.
   const std::vector<TilesShape> shapes =
       kquant ? std::vector<TilesShape>{{13, 256, 1}, {53, 512, 67}, {8, 768, 5}, {141, 256, 130}, {13, 768, 130},
@@ -170,7 +170,7 @@ TEST(PanelKernels, InputGradIsTheRowOrderedChainForAnyPanel) {
 // Resident bytes: the tiles take exactly the quantized bytes (the issue allows +5%).
 TEST_P(TiledProducts, ResidentWeightsAreTheQuantizedBytes) {
   const QType type = GetParam();
-  const int64_t rows = 200, cols = (type == QType::Q4_K || type == QType::Q6_K) ? 512 : 160;
+  const int64_t rows = 200, cols = (type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K) ? 512 : 160;
   TilesModel mm(type, rows, cols, 4);
   nl::EngineOptions o;
   o.threads = 1;
@@ -182,7 +182,7 @@ TEST_P(TiledProducts, ResidentWeightsAreTheQuantizedBytes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, TiledProducts,
-                         ::testing::Values(QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q6_K, QType::F16),
+                         ::testing::Values(QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16),
                          [](const ::testing::TestParamInfo<QType>& i) { return std::string(nl::qtype_name(i.param)); });
 
 }  // namespace
