@@ -15,7 +15,8 @@
 //   - training: adapter state (parameters, gradients, two AdamW moments, f32) + the arena
 //     + the engine's int8 staging (when products run in int8) + checkpoint state (the
 //     trainer's rollback copy of adapter and moments; a save streams the state in place and
-//     holds one piece of the file; with a validation set, the best adapter's copies);
+//     holds one piece of the file; the final adapter files' copy of the adapter; with a
+//     validation set, the best adapter's copies);
 //   - precision calibration (auto), which runs before the arena is allocated: its own step
 //     arena for the calibration tokens, the replay recording and its gradient copies.
 #pragma once
@@ -79,8 +80,9 @@ struct MemoryRequest {
   size_t resident_bytes = 0;
   // The trainer keeps a rollback copy of the adapter and its moments (Trainer; not bench-step).
   bool rollback_copy = false;
-  // The run writes checkpoints (a training job): a save holds one piece of the file
-  // (kCheckpointSavePieceBytes), streamed from the trainer's own state.
+  // The run writes checkpoints and the final adapter files (a training job): a save holds one
+  // piece of the file (kCheckpointSavePieceBytes), streamed from the trainer's own state; the
+  // adapter writers a copy of the adapter (counted as one adapter-sized vector).
   bool saves_checkpoints = false;
   // The run keeps its best-validated adapter (a training job with a validation set,
   // train/best_adapter.h): a copy of it lives through the run, and a new best's files are
