@@ -4,12 +4,14 @@
 # precisions and memory plans. One line per run:
 #   model seq precision plan kept estimate_mib peak_mib peak/estimate
 # Usage: bench/memory_estimate.sh [--bin NIGHTLORA] [--models a,b] [--seqs 128,256,512]
-#          [--precisions f32,int8,auto] [--plans default,keep1] [--work DIR]
+#          [--precisions f32,int8,auto] [--plans default,keep1] [--valid] [--work DIR]
 # Models: stories260K, tinystories-656k (../shared/models), q4_0, q8_0 (the qwen2.5-0.5b
 # synthetic preset, made with `nightlora synth-model` into the work folder).
 # Each run is one optimizer step (batch 1, loss on all tokens, rank 8, all seven
 # projections, 2 threads) on text long enough to fill the sequence; it ends with the final
-# checkpoint and adapter writes, as a real run does. Memory only: timings mean nothing here.
+# checkpoint and adapter writes, as a real run does. --valid: with a validation set (the same
+# text), so the run keeps its best adapter (a copy in memory, best/step-N files), which the
+# estimate counts. Memory only: timings mean nothing here.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/nightlora
@@ -17,6 +19,7 @@ models=stories260K,tinystories-656k,q4_0,q8_0
 seqs=128,256,512
 precisions=f32,int8,auto
 plans=default,keep1
+valid=()
 work=${TMPDIR:-/tmp}/nl-memory-estimate
 while [ $# -gt 0 ]; do
   case $1 in
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --seqs) seqs=$2; shift 2 ;;
     --precisions) precisions=$2; shift 2 ;;
     --plans) plans=$2; shift 2 ;;
+    --valid) valid=(--valid); shift ;;
     --work) work=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -58,6 +62,7 @@ for m in ${models//,/ }; do
       for plan in ${plans//,/ }; do
         extra=()
         [ "$plan" = keep1 ] && extra=(--keep-blocks 1)
+        [ ${#valid[@]} -gt 0 ] && extra+=(--valid "$work/data.jsonl")
         out=$work/run; rm -rf "$out"
         log=$( { /usr/bin/time -f "maxrss_kb %M" "$bin" train --model "$path" --data "$work/data.jsonl" --out "$out" \
           --iters 1 --batch 1 --seq-len "$s" --train-on all --rank 8 --save-every 0 --save-every-sec 0 \

@@ -1,6 +1,7 @@
 #include "nightlora/host/checkpoint.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,19 +27,48 @@ constexpr int64_t kMaxCounter = int64_t{1} << 53;
 // pair count is checked against the bytes left before anything is allocated for it.
 constexpr uint64_t kMinPairBytes = 9 * 8;
 
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-void put_floats(std::string& out, const std::vector<float>& v) {
-  put_u64(out, v.size());
-  // Floats are stored as their IEEE-754 bits, little-endian, so the bytes are the values.
-  for (float f : v) {
-    uint32_t b;
-    std::memcpy(&b, &f, 4);
-    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((b >> (8 * i)) & 0xff));
+// Gathers the payload's bytes into pieces of kCheckpointPieceBytes and hands each full piece
+// to the sink: the one buffer a save holds, whatever the size of the state.
+class PieceWriter {
+ public:
+  explicit PieceWriter(const ByteSink& sink) : sink_(sink) { buf_.reserve(kCheckpointPieceBytes); }
+  void u64(uint64_t v) {
+    char b[8];
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    bytes({b, 8});
   }
-}
+  void bytes(std::string_view s) {
+    while (!s.empty()) {
+      const size_t n = std::min(s.size(), kCheckpointPieceBytes - buf_.size());
+      buf_.append(s.data(), n);
+      s.remove_prefix(n);
+      if (buf_.size() == kCheckpointPieceBytes) flush();
+    }
+  }
+  // A count, then the floats as their IEEE-754 bits, little-endian, so the bytes are the values.
+  void floats(const std::vector<float>& v) {
+    u64(v.size());
+    if constexpr (std::endian::native == std::endian::little) {
+      bytes({reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)});
+    } else {
+      for (float f : v) {
+        uint32_t w;
+        std::memcpy(&w, &f, 4);
+        char b[4];
+        for (int i = 0; i < 4; ++i) b[i] = static_cast<char>((w >> (8 * i)) & 0xff);
+        bytes({b, 4});
+      }
+    }
+  }
+  void flush() {
+    if (!buf_.empty()) sink_(buf_);
+    buf_.clear();
+  }
+
+ private:
+  const ByteSink& sink_;
+  std::string buf_;
+};
 
 // Reads the trajectory bytes in order, failing with the byte offset on anything malformed.
 struct Reader {
@@ -94,12 +124,6 @@ struct Reader {
   }
 };
 
-void put_pair_shapes(std::string& out, const LoraPair& p) {
-  put_u64(out, p.enabled ? 1 : 0);
-  put_u64(out, static_cast<uint64_t>(p.in));
-  put_u64(out, static_cast<uint64_t>(p.out));
-}
-
 std::string hex64(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
@@ -144,37 +168,50 @@ std::string fingerprint_file(const fs::path& p, bool with_name) {
 
 }  // namespace
 
-std::string encode_train_state(const TrainState& s) {
-  std::string out;
-  put_u64(out, static_cast<uint64_t>(s.step));
-  put_u64(out, static_cast<uint64_t>(s.data_pos));
-  put_u64(out, static_cast<uint64_t>(s.adam_t));
+namespace {
+
+void write_train_state(const TrainStateView& s, PieceWriter& out) {
   const LoraAdapter& a = s.adapter;
-  put_u64(out, static_cast<uint64_t>(a.cfg.rank));
+  if (s.adam_m.pairs.size() != a.pairs.size() || s.adam_v.pairs.size() != a.pairs.size())
+    fail("checkpoint", "internal: optimizer moments do not match the adapter");
+  out.u64(static_cast<uint64_t>(s.step));
+  out.u64(static_cast<uint64_t>(s.data_pos));
+  out.u64(static_cast<uint64_t>(s.adam_t));
+  out.u64(static_cast<uint64_t>(a.cfg.rank));
   uint32_t alpha_bits, dropout_bits;
   std::memcpy(&alpha_bits, &a.cfg.alpha, 4);
   std::memcpy(&dropout_bits, &a.cfg.dropout, 4);
-  put_u64(out, alpha_bits);
-  put_u64(out, dropout_bits);
+  out.u64(alpha_bits);
+  out.u64(dropout_bits);
   uint64_t targets = 0;
   for (int i = 0; i < kNumProj; ++i) targets |= (a.cfg.targets[i] ? 1ull : 0ull) << i;
-  put_u64(out, targets);
-  put_u64(out, a.cfg.seed);
-  put_u64(out, static_cast<uint64_t>(a.n_layer));
-  put_u64(out, a.pairs.size());
-  if (s.adam_m.pairs.size() != a.pairs.size() || s.adam_v.pairs.size() != a.pairs.size())
-    fail("checkpoint", "internal: optimizer moments do not match the adapter");
+  out.u64(targets);
+  out.u64(a.cfg.seed);
+  out.u64(static_cast<uint64_t>(a.n_layer));
+  out.u64(a.pairs.size());
   for (size_t i = 0; i < a.pairs.size(); ++i) {
     const LoraPair& p = a.pairs[i];
-    put_pair_shapes(out, p);
-    put_floats(out, p.A);
-    put_floats(out, p.B);
-    put_floats(out, s.adam_m.pairs[i].A);
-    put_floats(out, s.adam_m.pairs[i].B);
-    put_floats(out, s.adam_v.pairs[i].A);
-    put_floats(out, s.adam_v.pairs[i].B);
+    out.u64(p.enabled ? 1 : 0);
+    out.u64(static_cast<uint64_t>(p.in));
+    out.u64(static_cast<uint64_t>(p.out));
+    out.floats(p.A);
+    out.floats(p.B);
+    out.floats(s.adam_m.pairs[i].A);
+    out.floats(s.adam_m.pairs[i].B);
+    out.floats(s.adam_v.pairs[i].A);
+    out.floats(s.adam_v.pairs[i].B);
   }
-  return out;
+}
+
+}  // namespace
+
+std::string encode_train_state(const TrainStateView& s) {
+  std::string bytes;
+  const ByteSink append = [&](std::string_view piece) { bytes += piece; };
+  PieceWriter out(append);
+  write_train_state(s, out);
+  out.flush();
+  return bytes;
 }
 
 TrainState decode_train_state(std::string_view bytes, const std::string& where) {
@@ -227,20 +264,28 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
   return s;
 }
 
-std::string encode_checkpoint(const Checkpoint& c) {
+void write_checkpoint(const CheckpointMeta& meta, const TrainStateView& state,
+                      const std::optional<PrecisionPlan>& precision, const ByteSink& sink) {
   nlohmann::json header = {{"format", "nightlora-train-checkpoint"}, {"version", 1},
-                           {"identity", c.meta.identity}, {"progress", c.meta.progress}};
-  if (c.precision) {
-    nlohmann::json plan = c.precision->to_json();
+                           {"identity", meta.identity}, {"progress", meta.progress}};
+  if (precision) {
+    nlohmann::json plan = precision->to_json();
     if (plan["calibration"].is_object()) plan["calibration"].erase("measured");
     header["precision_plan"] = plan;
   }
   const std::string h = header.dump();
-  std::string out(kMagic, sizeof kMagic);
-  put_u64(out, h.size());
-  out += h;
-  out += encode_train_state(c.state);
-  return out;
+  PieceWriter out(sink);
+  out.bytes({kMagic, sizeof kMagic});
+  out.u64(h.size());
+  out.bytes(h);
+  write_train_state(state, out);
+  out.flush();
+}
+
+std::string encode_checkpoint(const Checkpoint& c) {
+  std::string payload;
+  write_checkpoint(c.meta, c.state, c.precision, [&](std::string_view piece) { payload += piece; });
+  return payload;
 }
 
 namespace {

@@ -80,6 +80,15 @@ StepBenchResult run_step_bench(const Model& model, const StepBenchOptions& opt,
   mr.max_memory = opt.max_memory;
   mr.budget_rule = opt.max_memory_rule;
   mr.keep_blocks = opt.keep_blocks;
+  // As train's plan: the process measured now (less the adapter, which the plan counts), the
+  // int8 staging and the calibration (auto) this run will have. No rollback point nor saves.
+  const size_t resident = process_resident_bytes(), adapter_now = static_cast<size_t>(adapter.n_params()) * sizeof(float);
+  mr.resident_bytes = resident > adapter_now ? resident - adapter_now : 0;
+  mr.int8_products = opt.precision != "f32" && opt.precision != "f16";
+  if (auto_precision) {
+    mr.calibration_tokens = std::min(opt.seq, opt.precision_calib_tokens);
+    mr.calibration_replay_bytes = CalibrationOptions{}.replay_bytes;
+  }
   r.plan = plan_step_memory(model, mr);  // refuses before the engine is built
 
   const auto t_load = std::chrono::steady_clock::now();

@@ -69,6 +69,7 @@ struct Trainer::Impl {
     mr.keep_blocks = c.keep_blocks;
     mr.rollback_copy = true;
     mr.saves_checkpoints = c.saves_checkpoints;
+    mr.keeps_best_adapter = c.saves_checkpoints && v;  // a training job keeps its best-validated adapter
     mr.int8_products = c.int8_products;
     mr.calibration_tokens = c.calibration_tokens;
     mr.calibration_replay_bytes = c.calibration_replay_bytes;
@@ -187,8 +188,7 @@ void Trainer::resume(const TrainState& st, double elapsed_before_s) {
   if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
     fail("checkpoint", "it holds non-finite values", "the checkpoint is damaged: start a new run in another --out");
   I.adapter = st.adapter;
-  I.opt = AdamW(I.adapter, I.cfg.adamw);
-  I.opt.restore(st.adam_m, st.adam_v, st.adam_t);
+  I.opt.restore(st.adam_m, st.adam_v, st.adam_t);  // in place: a new AdamW would add two zero moments
   I.steps_done = st.step;
   I.data_pos = st.data_pos;
   I.elapsed_before_s = elapsed_before_s;
@@ -211,7 +211,28 @@ int64_t Trainer::steps_done() const { return impl_->steps_done; }
 void Trainer::set_guard_listener(std::function<void(const GuardEvent&)> listener) {
   impl_->guard_listener = std::move(listener);
 }
+TrainStateView Trainer::state_view() const {
+  const Impl& I = *impl_;
+  return {I.steps_done, I.data_pos, I.adapter, I.opt.first_moment(), I.opt.second_moment(), I.opt.steps_taken()};
+}
+
 void Trainer::set_rollback_point(const TrainState& state) { impl_->rollback_point = state; }
+void Trainer::set_rollback_point_here() {
+  Impl& I = *impl_;
+  if (!I.rollback_point) {
+    I.rollback_point = state();
+    return;
+  }
+  // Assigned member by member: the vectors keep their storage (same shapes), so no second
+  // copy of the state exists at any moment (a TrainState made first and then assigned would be one).
+  TrainState& p = *I.rollback_point;
+  p.step = I.steps_done;
+  p.data_pos = I.data_pos;
+  p.adapter = I.adapter;
+  p.adam_m = I.opt.first_moment();
+  p.adam_v = I.opt.second_moment();
+  p.adam_t = I.opt.steps_taken();
+}
 GuardState Trainer::guard_state() const { return impl_->guard; }
 void Trainer::restore_guard(const GuardState& g) {
   if (!(g.lr_scale > 0 && g.lr_scale <= 1) || g.rollbacks < 0 || g.bad_in_row < 0 ||
@@ -300,7 +321,6 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
   auto roll_back = [&](int64_t step, const std::string& why) {
     const TrainState& p = *I.rollback_point;
     I.adapter = p.adapter;
-    I.opt = AdamW(I.adapter, c.adamw);
     I.opt.restore(p.adam_m, p.adam_v, p.adam_t);
     I.steps_done = p.step;
     pos = p.data_pos;
@@ -425,6 +445,7 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     I.steps_done = s + 1;
     if (at_boundary && !at_boundary(s + 1, snapshot)) break;
   }
+  grads = LoraAdapter();  // freed before the adapter is copied out: the copy takes its place
   return I.adapter;
 }
 

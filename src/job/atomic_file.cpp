@@ -1,6 +1,7 @@
 #include "nightlora/job/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 
 #include "nightlora/job/file_ops.h"
 #include "nightlora/util/error.h"
@@ -68,10 +70,10 @@ uint64_t get_le(const char* p, int n) {
 
 constexpr char kFooterMagic[8] = {'N', 'L', 'C', 'K', 'S', 'U', 'M', '1'};
 
-std::string make_footer(std::string_view payload) {
+std::string make_footer(uint64_t payload_size, uint32_t payload_crc) {
   std::string f(kFooterMagic, sizeof(kFooterMagic));
-  put_u64(f, payload.size());
-  put_u32(f, crc32(payload));
+  put_u64(f, payload_size);
+  put_u32(f, payload_crc);
   put_u32(f, crc32(f));  // guards the footer itself: a flipped length bit is not "truncated"
   return f;
 }
@@ -102,8 +104,9 @@ void write_all(TempFile& t, const char* data, size_t n) {
 
 // The order is what makes the file survive a power cut: the data is fsync'd before the rename
 // (else the new name may come back holding nothing), and the folder after it (else the old
-// name may come back). Only then is the file promised to the caller.
-void write_pieces_atomic(const std::string& path, std::string_view a, std::string_view b) {
+// name may come back). Only then is the file promised to the caller. `write_data` writes the
+// contents through write_all.
+void write_atomic(const std::string& path, const std::function<void(TempFile&)>& write_data) {
   fs::path target(path);
   TempFile t;
   t.path = path + ".tmp";
@@ -113,8 +116,7 @@ void write_pieces_atomic(const std::string& path, std::string_view a, std::strin
     t.committed = true;  // nothing was created, nothing to remove
     fail_errno(t.path, "cannot create temporary file", err);
   }
-  write_all(t, a.data(), a.size());
-  write_all(t, b.data(), b.size());
+  write_data(t);
   // Delayed allocation (ext4, btrfs, NFS) may only report a full disk here.
   if (file_ops().fsync(t.fd) != 0) fail_errno(t.path, "cannot flush to disk", errno);
   int fd = t.fd;
@@ -140,12 +142,18 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   return ~crc;
 }
 
-void write_file_atomic(const std::string& path, std::string_view bytes) { write_pieces_atomic(path, bytes, {}); }
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_atomic(path, [&](TempFile& t) { write_all(t, bytes.data(), bytes.size()); });
+}
 
 std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail_errno(path, "cannot open", errno);
   std::string out;
+  // Its size up front: a string grown by appending holds up to twice the file while it grows
+  // (a checkpoint is the adapter and its two AdamW moments).
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t r = ::read(fd, buf, sizeof(buf));
@@ -163,7 +171,25 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_checked(const std::string& path, std::string_view payload) {
-  write_pieces_atomic(path, payload, make_footer(payload));
+  write_atomic(path, [&](TempFile& t) {
+    write_all(t, payload.data(), payload.size());
+    const std::string footer = make_footer(payload.size(), crc32(payload));
+    write_all(t, footer.data(), footer.size());
+  });
+}
+
+void write_file_checked_streamed(const std::string& path, const std::function<void(const PieceEmitter& emit)>& produce) {
+  write_atomic(path, [&](TempFile& t) {
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    produce([&](std::string_view piece) {
+      write_all(t, piece.data(), piece.size());
+      size += piece.size();
+      crc = crc32(piece, crc);
+    });
+    const std::string footer = make_footer(size, crc);
+    write_all(t, footer.data(), footer.size());
+  });
 }
 
 CheckedRead read_file_checked(const std::string& path) {

@@ -57,9 +57,13 @@ std::vector<CheckpointEntry> CheckpointStore::list() const {
 }
 
 std::string CheckpointStore::save(int64_t step, std::string_view payload) {
+  return save(step, [&](const PieceEmitter& emit) { emit(payload); });
+}
+
+std::string CheckpointStore::save(int64_t step, const std::function<void(const PieceEmitter& emit)>& produce) {
   if (step < 0) fail("checkpoint", "step must not be negative");
   std::string path = (fs::path(dir_) / file_name(step)).string();
-  write_file_checked(path, payload);
+  write_file_checked_streamed(path, produce);
   auto all = list();
   // Unsynced removals: one lost to a power cut only brings back an older checkpoint.
   if (static_cast<int>(all.size()) > keep_)

@@ -338,6 +338,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   if (loaded) {
     for (const std::string& s : loaded->skipped) out.warning("damaged checkpoint skipped: " + s);
     Checkpoint ck = decode_checkpoint(loaded->payload, loaded->path);
+    std::string().swap(loaded->payload);  // decoded: the bytes (a copy of the state) are not kept through the run
     check_identity(ck.meta.identity, identity, loaded->path);
     const nlohmann::json& progress = ck.meta.progress;
     auto number = [&](const char* key) {
@@ -382,18 +383,20 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     if (detail) detail(p);
     out.progress(p);
   };
-  auto save = [&](const TrainState& st) {
+  // Saves the trainer's state as it is now (at a step boundary, or before the first step),
+  // streamed from its own buffers into the file: no copy of the state is made.
+  auto save = [&] {
+    const TrainStateView st = trainer.state_view();
     // The guard keeps the state finite; this makes sure no file ever says otherwise.
     if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
       fail(store.dir(), "refusing to write a checkpoint with non-finite values (a bug: please report it)");
-    Checkpoint ck;
-    ck.meta.identity = identity;
-    ck.meta.progress = {{"elapsed_s", elapsed_s},  {"tokens", tokens_total}, {"guard", guard_json(trainer.guard_state())},
-                        {"best", best.to_json()}, {"early_stopped", early_stopped}};
-    ck.state = st;
-    ck.precision = trainer.precision();
-    store.save(st.step, encode_checkpoint(ck));
-    trainer.set_rollback_point(st);
+    CheckpointMeta meta;
+    meta.identity = identity;
+    meta.progress = {{"elapsed_s", elapsed_s},  {"tokens", tokens_total}, {"guard", guard_json(trainer.guard_state())},
+                     {"best", best.to_json()}, {"early_stopped", early_stopped}};
+    const std::optional<PrecisionPlan> precision = trainer.precision();
+    store.save(st.step, [&](const ByteSink& emit) { write_checkpoint(meta, st, precision, emit); });
+    trainer.set_rollback_point_here();
     best.prune();
     last_saved = st.step;
     report(TrainingProgress::Event::Checkpoint, [&](TrainingProgress& p) { p.step = st.step; });
@@ -461,7 +464,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   auto on_val = [&](const ValReport& r) {
     log << val_json(r) << "\n";
     log.flush();
-    const bool improved = best.consider(r.step, r.loss, trainer.state().adapter, *model);
+    const bool improved = best.consider(r.step, r.loss, trainer.state_view().adapter, *model);
     out.line(strformat("val step %lld: loss %.4f (%lld tokens)%s", static_cast<long long>(r.step), r.loss,
                        static_cast<long long>(r.supervised), improved ? ", best so far" : ""));
     now.val_loss = r.loss;
@@ -529,7 +532,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   }
   double session_start = 0;  // set just before the first gate check (below)
   // Asks the gate; waits (with a checkpoint when the wait begins) until it says run. False: stop.
-  auto gate_allows = [&](const std::function<TrainState()>& snapshot, std::string& reason) {
+  auto gate_allows = [&](std::string& reason) {
     if (!gate) return true;
     auto use = [&] {
       BudgetUse u;
@@ -540,7 +543,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     };
     bool waited = false;
     auto on_wait = [&](const GateDecision& d) {
-      save(snapshot());
+      save();
       out.line(strformat("waiting (checkpoint saved at step %lld): %s", static_cast<long long>(trainer.steps_done()),
                          d.reason.c_str()));
       log << nlohmann::json({{"type", "wait"}, {"step", trainer.steps_done()}, {"reason", d.reason}}).dump() << "\n";
@@ -605,7 +608,8 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
   std::string stop_reason;
-  auto at_boundary = [&](int64_t done, const std::function<TrainState()>& snapshot) {
+  // (The trainer's snapshot is not taken: save() streams its state in place.)
+  auto at_boundary = [&](int64_t done, const std::function<TrainState()>& /*snapshot*/) {
     if (done < trainer.total_steps()) pace(done);
     if (fake_clock) fake_clock->advance(fake_step_s);
     if (stop_asked()) stop_reason = signal_name();
@@ -615,13 +619,13 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
       log << nlohmann::json({{"type", "early_stop"}, {"step", done}, {"reason", stop_reason}}).dump() << "\n";
       log.flush();
     } else if (a.max_steps > 0 && done - session_first >= a.max_steps) stop_reason = "--max-steps reached";
-    else if (done < trainer.total_steps() && !gate_allows(snapshot, stop_reason) && stop_asked())
+    else if (done < trainer.total_steps() && !gate_allows(stop_reason) && stop_asked())
       stop_reason = signal_name();
     const bool by_steps = a.save_every > 0 && done % a.save_every == 0;
     const bool by_time = a.save_every_sec > 0 &&
                          std::chrono::duration<double>(clock::now() - last_save_time).count() >= a.save_every_sec;
     if ((by_steps || by_time || !stop_reason.empty()) && done < trainer.total_steps()) {
-      save(snapshot());
+      save();
       last_save_time = clock::now();
     }
     return stop_reason.empty();
@@ -667,18 +671,18 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   TrainingJobResult result;
   result.total_steps = trainer.total_steps();
   // The gate is asked before the first step too (a job started off-charger waits at once).
-  const std::function<TrainState()> initial = [&] { return trainer.state(); };
-  LoraAdapter trained;
   // The wall-time budget counts from here: loading and setting up (the model, the pacer, the
   // run record's writes) are not charged. (Charged from before the setup, a 0.35 s budget
   // was once used up before the first step, in a test under the load of the whole suite.)
   session_start = SystemClock().now_s();
+  // The adapter run() returns is not kept: the final files are written from the trainer's own
+  // (no copy of it next to the adapter writers' own).
   if (early_stopped) {
-    trained = trainer.state().adapter;  // stopped early in an earlier session: only the files are rewritten
-  } else if (trainer.finished() || gate_allows(initial, stop_reason)) {
-    trained = trainer.run(on_step, on_val, at_boundary);
+    // Stopped early in an earlier session: only the files are rewritten (below).
+  } else if (trainer.finished() || gate_allows(stop_reason)) {
+    (void)trainer.run(on_step, on_val, at_boundary);
   } else if (trainer.steps_done() != last_saved || store.list().empty()) {
-    save(trainer.state());
+    save();
   }
   result.step = trainer.steps_done();
   if (trainer.diverged()) {
@@ -704,13 +708,16 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   }
   // The final state is a checkpoint too: it holds the optimizer state, and a re-run of a
   // finished job finds it and only rewrites the adapter files.
-  if (last_saved != trainer.steps_done()) save(trainer.state());
+  if (last_saved != trainer.steps_done()) save();
 
   // With a validation set, the adapter kept is the best-validated one (often the last).
   std::string why;
   result.kept_step = trainer.steps_done();
+  LoraAdapter best_adapter;
+  const LoraAdapter* trained = &trainer.state_view().adapter;
   if (best.has()) {
-    trained = best.adapter(*model);
+    best_adapter = best.adapter(*model);
+    trained = &best_adapter;
     result.kept_step = best.step();
     result.kept_val_loss = best.val_loss();
     why = strformat("the best validation loss, %.4f", best.val_loss());
@@ -719,11 +726,11 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
     why = valid ? "no finite validation loss to choose by" : "the last step's (no --valid to choose by)";
     rec["kept_adapter"] = {{"step", result.kept_step}, {"why", why}};
   }
-  if (!trained.all_finite())
+  if (!trained->all_finite())
     fail(a.out, "refusing to write an adapter with non-finite values (a bug: please report it)");
-  save_adapter_peft(trained, *model, a.out);
+  save_adapter_peft(*trained, *model, a.out);
   const fs::path gguf_path = fs::path(a.out) / "adapter.gguf";
-  save_adapter_gguf(trained, *model, gguf_path.string());
+  save_adapter_gguf(*trained, *model, gguf_path.string());
   out.line("saved: " + a.out + " (PEFT: adapter_model.safetensors + adapter_config.json) and " + gguf_path.string());
   out.line(strformat("kept the adapter of step %lld: %s", static_cast<long long>(result.kept_step), why.c_str()) +
            (early_stopped ? " (" + stop_reason + ")" : std::string()));

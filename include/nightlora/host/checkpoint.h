@@ -19,8 +19,16 @@
 //   "NLTRAIN1" | u64 LE header length | header JSON | exact state (encode_train_state).
 // The exact state is kept apart from the JSON header so tests (and users) can compare the
 // trajectory part of two checkpoints byte for byte; it holds no time or host-dependent data.
+//
+// A save streams: write_checkpoint reads the state where it lives (the trainer's adapter and
+// optimizer, through a TrainStateView) and hands the bytes on in pieces of at most
+// kCheckpointPieceBytes, so a save holds one piece, not copies of the state (the adapter
+// with its two AdamW moments is 50 MiB on qwen2.5-0.5b at rank 8: whole copies made the
+// save the peak of a short run; docs/PERFORMANCE.md, Memory).
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,13 +62,40 @@ struct Checkpoint {
   std::optional<PrecisionPlan> precision;
 };
 
+// A TrainState by reference: what a save reads without copying it (Trainer::state_view).
+struct TrainStateView {
+  int64_t step = 0;
+  int64_t data_pos = 0;
+  const LoraAdapter& adapter;
+  const LoraAdapter& adam_m;
+  const LoraAdapter& adam_v;
+  int64_t adam_t = 0;
+
+  TrainStateView(int64_t step_, int64_t data_pos_, const LoraAdapter& adapter_, const LoraAdapter& adam_m_,
+                 const LoraAdapter& adam_v_, int64_t adam_t_)
+      : step(step_), data_pos(data_pos_), adapter(adapter_), adam_m(adam_m_), adam_v(adam_v_), adam_t(adam_t_) {}
+  // NOLINTNEXTLINE(google-explicit-constructor): a TrainState is viewed wherever a view is asked for
+  TrainStateView(const TrainState& s)
+      : TrainStateView(s.step, s.data_pos, s.adapter, s.adam_m, s.adam_v, s.adam_t) {}
+};
+
+// Receives a payload piece by piece, in order (CheckpointStore::save's writer, or a string).
+using ByteSink = std::function<void(std::string_view piece)>;
+// The largest piece write_checkpoint hands to its sink: what a save holds beyond the state.
+constexpr size_t kCheckpointPieceBytes = size_t{1} << 20;
+
 // The trajectory part, little-endian, fixed order: step, data_pos, adam_t, LoRA config, then
 // per pair its shape and A, B, m.A, m.B, v.A, v.B.
-std::string encode_train_state(const TrainState& s);
+std::string encode_train_state(const TrainStateView& s);
 // `where` names the file in error messages. Throws nl::Error on malformed bytes.
 TrainState decode_train_state(std::string_view bytes, const std::string& where);
 
 std::string encode_checkpoint(const Checkpoint& c);
+// The bytes encode_checkpoint gives for (meta, state, precision), handed to `sink` in pieces
+// of at most kCheckpointPieceBytes as they are made. Throws nl::Error when the moments' shapes do not match the adapter's (before any
+// state bytes go out); an exception from `sink` passes through.
+void write_checkpoint(const CheckpointMeta& meta, const TrainStateView& state,
+                      const std::optional<PrecisionPlan>& precision, const ByteSink& sink);
 Checkpoint decode_checkpoint(std::string_view payload, const std::string& where);
 // Just the trajectory bytes of an encoded checkpoint (for byte-for-byte comparisons).
 std::string_view checkpoint_state_bytes(std::string_view payload, const std::string& where);

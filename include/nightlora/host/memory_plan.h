@@ -13,8 +13,10 @@
 //   engine's resident matrices, the embedding rows a batch can touch, the norm vectors)
 //   + the larger of two phases that never overlap:
 //   - training: adapter state (parameters, gradients, two AdamW moments, f32) + the arena
-//     + the engine's int8 staging (when products run in int8) + checkpoint state (the trainer's rollback copy of adapter and moments, and the
-//     transient copies a checkpoint save makes);
+//     + the engine's int8 staging (when products run in int8) + checkpoint state (the
+//     trainer's rollback copy of adapter and moments; a save streams the state in place and
+//     holds one piece of the file; the final adapter files' copy of the adapter; with a
+//     validation set, the best adapter's copies);
 //   - precision calibration (auto), which runs before the arena is allocated: its own step
 //     arena for the calibration tokens, the replay recording and its gradient copies.
 #pragma once
@@ -38,7 +40,7 @@ struct MemoryPlan {
   size_t adapter_bytes = 0;  // adapter + gradients + AdamW moments
   size_t runtime_bytes = 0;  // the process before training (measured, or the allowance)
   bool runtime_measured = false;  // runtime_bytes is the process's resident memory, not the allowance
-  size_t checkpoint_bytes = 0;   // rollback copy of adapter + moments, and a checkpoint save's transient copies
+  size_t checkpoint_bytes = 0;   // rollback copy of adapter + moments, a save's piece, a best adapter's copy
   size_t calibration_bytes = 0;  // the calibration phase beyond the process and the weights (0: none planned)
   size_t staging_bytes = 0;      // the engine's int8 staging of the step's inputs and output gradients (0: f32)
   // What a calibration leaves held in the training phase (freed heap the allocator keeps
@@ -78,9 +80,16 @@ struct MemoryRequest {
   size_t resident_bytes = 0;
   // The trainer keeps a rollback copy of the adapter and its moments (Trainer; not bench-step).
   bool rollback_copy = false;
-  // The run writes checkpoints (a training job): a save holds kCheckpointSaveCopies copies
-  // of adapter and moments for a moment.
+  // The run writes checkpoints and the final adapter files (a training job): a save holds one
+  // piece of the file (kCheckpointSavePieceBytes), streamed from the trainer's own state; the
+  // adapter writers a copy of the adapter (counted as one adapter-sized vector).
   bool saves_checkpoints = false;
+  // The run keeps its best-validated adapter (a training job with a validation set,
+  // train/best_adapter.h): a copy of it lives through the run, and a new best's files are
+  // written while the gradients exist (the safetensors writer holds a copy of the adapter),
+  // as the final files are from a copy of the best next to the trainer's: two adapter-sized
+  // vectors (the state has three).
+  bool keeps_best_adapter = false;
   // Some products may run in int8 (precision int8 or auto): the cpu engine's staging of their
   // quantized inputs and int16 output gradients is counted.
   bool int8_products = false;
@@ -102,11 +111,11 @@ constexpr size_t kRuntimeAllowanceBytes = size_t{64} << 20;
 // stories260K, none on tinystories-656k (whose loading frees buffers after the plan is made);
 // docs/PERFORMANCE.md, Memory.
 constexpr size_t kRuntimeGrowthBytes = size_t{1} << 20;
-// What a checkpoint save holds at its peak, in copies of the adapter with its two AdamW
-// moments (3 floats per parameter): the state taken from the trainer, the checkpoint's own
-// copy, the encoded bytes (up to twice while the string grows) and the framed payload.
-// Measured: 4.3 on qwen2.5-0.5b (rank 8, all targets; docs/PERFORMANCE.md, Memory).
-constexpr double kCheckpointSaveCopies = 4.5;
+// What a checkpoint save holds beyond the state it reads in place: one piece of the file on
+// its way to the disk (checkpoint.h's kCheckpointPieceBytes; the header JSON, a few KiB, is
+// made before it). Measured on qwen2.5-0.5b (rank 8, all targets): the save no longer shows
+// in the peak (docs/PERFORMANCE.md, Memory; it held 4.3 copies of the state before it streamed).
+constexpr size_t kCheckpointSavePieceBytes = size_t{1} << 20;
 
 // "1500000000", "800MiB", "800M", "1.5GiB", "2G", "4096KiB": bytes. Throws nl::Error naming
 // the accepted forms.

@@ -163,6 +163,9 @@ class Trainer {
   void resume(const TrainState& state, double elapsed_before_s = 0);
   // The full state now: adapter, optimizer moments, step and data cursor.
   TrainState state() const;
+  // The same state by reference, for saving it without a copy (write_checkpoint) or reading
+  // the adapter: valid until the trainer steps, rolls back or resumes.
+  TrainStateView state_view() const;
   int64_t steps_done() const;
   bool finished() const { return steps_done() >= total_; }
 
@@ -172,8 +175,10 @@ class Trainer {
   // The divergence guard (DivergenceGuard above). Events go to `listener` as they happen.
   void set_guard_listener(std::function<void(const GuardEvent&)> listener);
   // The state a rollback returns to; run() starts with the state it starts from. The job sets
-  // it to each checkpoint it saves.
+  // it to each checkpoint it saves: set_rollback_point_here() makes the state now the rollback
+  // point, copied into the one it replaces (no second copy, even for a moment).
   void set_rollback_point(const TrainState& state);
+  void set_rollback_point_here();
   GuardState guard_state() const;
   void restore_guard(const GuardState& g);  // with resume(), from the checkpoint
   // The run ended as diverged (run() returned early; the state is the rollback point's).

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,13 @@ constexpr size_t kChecksumFooterSize = 24;
 
 // write_file_atomic of `payload` followed by the checksum footer.
 void write_file_checked(const std::string& path, std::string_view payload);
+
+// The same file, for a payload made piece by piece and never held whole (a checkpoint):
+// `produce` hands each piece to `emit`, in order; each is written as it comes, its length and
+// CRC-32 counted, and the footer follows. A failure, or an exception from `produce`, removes
+// the temporary file and leaves whatever was at `path` untouched, as write_file_checked does.
+using PieceEmitter = std::function<void(std::string_view piece)>;
+void write_file_checked_streamed(const std::string& path, const std::function<void(const PieceEmitter& emit)>& produce);
 
 // Outcome of verifying a checked file, so callers can fall back to an older file instead of
 // stopping (e.g. the previous checkpoint).

@@ -5,6 +5,7 @@
 // previous good one, with a message, instead of stopping the job or silently starting over.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,6 +34,9 @@ class CheckpointStore {
   // newest `keep`. Older ones are deleted only after the new one is safely on disk, so a
   // failure (a full disk) leaves every previous checkpoint in place. Returns its path.
   std::string save(int64_t step, std::string_view payload);
+  // The same, for a payload `produce` hands over piece by piece (write_file_checked_streamed):
+  // a large checkpoint is written without being held whole.
+  std::string save(int64_t step, const std::function<void(const std::function<void(std::string_view)>& emit)>& produce);
 
   // Checkpoints present, oldest first (damaged ones included: this only lists names).
   std::vector<CheckpointEntry> list() const;
