@@ -90,6 +90,21 @@ inline __m256 q4k_value(__m128i q8, __m256 d1, __m256 m1) {
 #endif
 }
 
+// One group of 64 values of a Q4_K/Q5_K super-block: 32 levels of its first sub-block in lo
+// and 32 of its second in hi (one per byte), each sub-block with its scale and min.
+inline void store_q4k_group(__m256i lo, __m256i hi, __m256 d1, __m256 m1, __m256 d2, __m256 m2, float* y) {
+  const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
+  const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
+  _mm256_storeu_ps(y + 0, q4k_value(lo0, d1, m1));
+  _mm256_storeu_ps(y + 8, q4k_value(_mm_srli_si128(lo0, 8), d1, m1));
+  _mm256_storeu_ps(y + 16, q4k_value(lo1, d1, m1));
+  _mm256_storeu_ps(y + 24, q4k_value(_mm_srli_si128(lo1, 8), d1, m1));
+  _mm256_storeu_ps(y + 32, q4k_value(hi0, d2, m2));
+  _mm256_storeu_ps(y + 40, q4k_value(_mm_srli_si128(hi0, 8), d2, m2));
+  _mm256_storeu_ps(y + 48, q4k_value(hi1, d2, m2));
+  _mm256_storeu_ps(y + 56, q4k_value(_mm_srli_si128(hi1, 8), d2, m2));
+}
+
 // Half h (128 values) of a Q4_K super-block (quant::dequantize_row_q4_K): sub-block scales d*sc and mins
 // dmin*m are the same scalar float products as in the reference.
 void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
@@ -105,16 +120,7 @@ void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * g));
     const __m256i lo = _mm256_and_si256(raw, low_nibbles);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
-    const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
-    const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
-    _mm256_storeu_ps(y + 0, q4k_value(lo0, d1, m1));
-    _mm256_storeu_ps(y + 8, q4k_value(_mm_srli_si128(lo0, 8), d1, m1));
-    _mm256_storeu_ps(y + 16, q4k_value(lo1, d1, m1));
-    _mm256_storeu_ps(y + 24, q4k_value(_mm_srli_si128(lo1, 8), d1, m1));
-    _mm256_storeu_ps(y + 32, q4k_value(hi0, d2, m2));
-    _mm256_storeu_ps(y + 40, q4k_value(_mm_srli_si128(hi0, 8), d2, m2));
-    _mm256_storeu_ps(y + 48, q4k_value(hi1, d2, m2));
-    _mm256_storeu_ps(y + 56, q4k_value(_mm_srli_si128(hi1, 8), d2, m2));
+    store_q4k_group(lo, hi, d1, m1, d2, m2, y);
   }
 }
 
@@ -139,16 +145,7 @@ void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
     const __m256i bit_hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * g + 1), one), 4);
     const __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, low_nibbles), bit_lo);
     const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles), bit_hi);
-    const __m128i lo0 = _mm256_castsi256_si128(lo), lo1 = _mm256_extracti128_si256(lo, 1);
-    const __m128i hi0 = _mm256_castsi256_si128(hi), hi1 = _mm256_extracti128_si256(hi, 1);
-    _mm256_storeu_ps(y + 0, q4k_value(lo0, d1, m1));
-    _mm256_storeu_ps(y + 8, q4k_value(_mm_srli_si128(lo0, 8), d1, m1));
-    _mm256_storeu_ps(y + 16, q4k_value(lo1, d1, m1));
-    _mm256_storeu_ps(y + 24, q4k_value(_mm_srli_si128(lo1, 8), d1, m1));
-    _mm256_storeu_ps(y + 32, q4k_value(hi0, d2, m2));
-    _mm256_storeu_ps(y + 40, q4k_value(_mm_srli_si128(hi0, 8), d2, m2));
-    _mm256_storeu_ps(y + 48, q4k_value(hi1, d2, m2));
-    _mm256_storeu_ps(y + 56, q4k_value(_mm_srli_si128(hi1, 8), d2, m2));
+    store_q4k_group(lo, hi, d1, m1, d2, m2, y);
   }
 }
 
