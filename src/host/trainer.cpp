@@ -195,15 +195,21 @@ void Trainer::resume(const TrainState& st, double elapsed_before_s) {
 }
 
 TrainState Trainer::state() const {
-  const Impl& I = *impl_;
   TrainState st;
-  st.step = I.steps_done;
-  st.data_pos = I.data_pos;
-  st.adapter = I.adapter;
-  st.adam_m = I.opt.first_moment();
-  st.adam_v = I.opt.second_moment();
-  st.adam_t = I.opt.steps_taken();
+  copy_state_into(st);
   return st;
+}
+
+// Member by member: vectors that already have the shapes keep their storage, so copying
+// into an existing state (the rollback point) never holds a second copy of it.
+void Trainer::copy_state_into(TrainState& p) const {
+  const Impl& I = *impl_;
+  p.step = I.steps_done;
+  p.data_pos = I.data_pos;
+  p.adapter = I.adapter;
+  p.adam_m = I.opt.first_moment();
+  p.adam_v = I.opt.second_moment();
+  p.adam_t = I.opt.steps_taken();
 }
 
 int64_t Trainer::steps_done() const { return impl_->steps_done; }
@@ -219,19 +225,8 @@ TrainStateView Trainer::state_view() const {
 void Trainer::set_rollback_point(const TrainState& state) { impl_->rollback_point = state; }
 void Trainer::set_rollback_point_here() {
   Impl& I = *impl_;
-  if (!I.rollback_point) {
-    I.rollback_point = state();
-    return;
-  }
-  // Assigned member by member: the vectors keep their storage (same shapes), so no second
-  // copy of the state exists at any moment (a TrainState made first and then assigned would be one).
-  TrainState& p = *I.rollback_point;
-  p.step = I.steps_done;
-  p.data_pos = I.data_pos;
-  p.adapter = I.adapter;
-  p.adam_m = I.opt.first_moment();
-  p.adam_v = I.opt.second_moment();
-  p.adam_t = I.opt.steps_taken();
+  if (!I.rollback_point) I.rollback_point.emplace();
+  copy_state_into(*I.rollback_point);
 }
 GuardState Trainer::guard_state() const { return impl_->guard; }
 void Trainer::restore_guard(const GuardState& g) {
@@ -315,7 +310,6 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
   int64_t& pos = I.data_pos;
   const int64_t first = I.steps_done;
   if (!I.rollback_point) I.rollback_point = state();
-  const std::function<TrainState()> snapshot = [this] { return state(); };
   // Goes back to the rollback point with a smaller learning rate, or ends the run as diverged
   // (at the rollback point) when the rollbacks are used up. Returns false when diverged.
   auto roll_back = [&](int64_t step, const std::string& why) {
@@ -443,7 +437,7 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     if (I.valid && on_val && (last || (c.val_every > 0 && (s + 1) % c.val_every == 0)))
       on_val(validate(I.adapter, s + 1));
     I.steps_done = s + 1;
-    if (at_boundary && !at_boundary(s + 1, snapshot)) break;
+    if (at_boundary && !at_boundary(s + 1)) break;
   }
   grads = LoraAdapter();  // freed before the adapter is copied out: the copy takes its place
   return I.adapter;

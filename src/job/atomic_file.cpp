@@ -171,11 +171,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file_checked(const std::string& path, std::string_view payload) {
-  write_atomic(path, [&](TempFile& t) {
-    write_all(t, payload.data(), payload.size());
-    const std::string footer = make_footer(payload.size(), crc32(payload));
-    write_all(t, footer.data(), footer.size());
-  });
+  write_file_checked_streamed(path, [&](const PieceEmitter& emit) { emit(payload); });
 }
 
 void write_file_checked_streamed(const std::string& path, const std::function<void(const PieceEmitter& emit)>& produce) {

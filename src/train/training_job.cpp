@@ -608,8 +608,7 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   auto last_save_time = clock::now();
   const int64_t session_first = trainer.steps_done();
   std::string stop_reason;
-  // (The trainer's snapshot is not taken: save() streams its state in place.)
-  auto at_boundary = [&](int64_t done, const std::function<TrainState()>& /*snapshot*/) {
+  auto at_boundary = [&](int64_t done) {
     if (done < trainer.total_steps()) pace(done);
     if (fake_clock) fake_clock->advance(fake_step_s);
     if (stop_asked()) stop_reason = signal_name();

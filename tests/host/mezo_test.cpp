@@ -182,7 +182,7 @@ TEST(Mezo, ResumeInProcessIsExact) {
   const nl::LoraAdapter a = whole.run(nullptr, nullptr);
   // Stop after 5 steps, carry the state through the checkpoint encoding, continue elsewhere.
   nl::Trainer first(*tm.model, ds, nullptr, tc, init);
-  first.run(nullptr, nullptr, [](int64_t done, const auto&) { return done < 5; });
+  first.run(nullptr, nullptr, [](int64_t done) { return done < 5; });
   ASSERT_EQ(first.steps_done(), 5);
   const std::string bytes = nl::encode_train_state(first.state());
   nl::Trainer second(*tm.model, ds, nullptr, tc, init);

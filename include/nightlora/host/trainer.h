@@ -148,9 +148,9 @@ class Trainer {
                   const std::function<void(const ValReport&)>& on_val);
 
   // Called at each step boundary, after the step's report and validation, with the number of
-  // steps done and a way to take the full state (a copy; taken only when wanted, e.g. for a
-  // checkpoint). Returning false stops the run there (a stop request, a budget, a pause...).
-  using Boundary = std::function<bool(int64_t steps_done, const std::function<TrainState()>& snapshot)>;
+  // steps done (state_view() or state() give the state then, e.g. for a checkpoint).
+  // Returning false stops the run there (a stop request, a budget, a pause...).
+  using Boundary = std::function<bool(int64_t steps_done)>;
   // As above, asking `at_boundary` after every step. Returns the adapter as it is when the run
   // ends or stops; finished() tells which.
   LoraAdapter run(const std::function<void(const StepReport&)>& on_step,
@@ -197,6 +197,7 @@ class Trainer {
   CalibrationResult calibrate_precision(const CalibrationOptions& opt, int64_t max_tokens);
 
  private:
+  void copy_state_into(TrainState& p) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t total_ = 0, steps_per_epoch_ = 0;
