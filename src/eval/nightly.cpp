@@ -274,8 +274,17 @@ bool NightlyRun::train(const json& run_info, NightlyResult& res) {
   if (budget > 0) {
     const std::optional<CheckpointInfo> ck = newest_checkpoint(train_dir);
     left = budget - (ck ? ck->elapsed_s : 0.0);
-    if (left <= 0) budget_exhausted = true;
-    else args.insert(args.end(), {"--max-wall", fmt("%.6f", left)});
+    // A remainder shorter than loading the model takes is spent: a training process started
+    // for it would either train nothing or, where its first budget check comes within a
+    // microsecond, take one whole step past the budget.
+    constexpr double kShortestSlice_s = 0.05;
+    if (left < kShortestSlice_s) {
+      budget_exhausted = true;
+      log_("training budget used up (" + fmt("%.3f", std::max(0.0, left)) + " s of " + fmt("%g", budget) +
+           " s left): no training this run");
+    } else {
+      args.insert(args.end(), {"--max-wall", fmt("%.6f", left)});
+    }
   }
   bool diverged = false;
   if (!budget_exhausted) {
@@ -370,7 +379,7 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
       make_dirs(cand_dir.string());
       if (o_.gguf) save_adapter_gguf(ck.state.adapter, *model, (cand_dir / "adapter.gguf").string());
       save_adapter_peft(ck.state.adapter, *model, cand_dir.string());  // adapter_config.json last: the marker
-    } else if (!diverged) {
+    } else if (!diverged && res.train_steps > 0) {  // 0 steps: the budget was spent before training began
       fail(train_dir.string(), "training left no checkpoint", "see " + (run_ / "train.out").string());
     }
   }
@@ -409,7 +418,9 @@ NightlyResult NightlyRun::run_steps(NightlyTask& task, std::unique_ptr<Model>& m
 
   // 5. decide, publish (repeatable: a job killed here links the same files again).
   GateInput gi;
-  gi.diverged = diverged || !ev.value("have_candidate", false);
+  // No candidate: training diverged before its first checkpoint, or never began (the gate
+  // then says it ran 0 steps).
+  gi.diverged = diverged || (!ev.value("have_candidate", false) && res.train_steps > 0);
   gi.candidate_weights_finite = ev.value("candidate_finite", true);
   gi.train_steps = res.train_steps;
   if (ev.contains("candidate_losses")) {
