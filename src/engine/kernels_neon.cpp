@@ -82,6 +82,32 @@ void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   }
 }
 
+// Q5_K, half h: Q4_K's nibbles with a fifth bit from qh (bit 2g of qh[l] for group g's low
+// nibbles, bit 2g+1 for its high ones; quant::dequantize_row_q5_K), then Q4_K's fma.
+void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
+  const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
+  const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
+  const uint8x16_t low_nibbles = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
+  for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
+    uint8_t sc, mn;
+    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
+    const float d1 = d * sc, m1 = dmin * mn;
+    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
+    const float d2 = d * sc, m2 = dmin * mn;
+    // vshlq_u8 by a negative count shifts right: qh's bit 2g (2g+1) to bit 0.
+    const int8x16_t to_bit_lo = vdupq_n_s8(static_cast<int8_t>(-2 * g));
+    const int8x16_t to_bit_hi = vdupq_n_s8(static_cast<int8_t>(-2 * g - 1));
+    for (int half = 0; half < 2; ++half) {
+      const uint8x16_t raw = vld1q_u8(x->qs + 32 * g + 16 * half);
+      const uint8x16_t qh = vld1q_u8(x->qh + 16 * half);
+      const uint8x16_t bit_lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh, to_bit_lo), one), 4);
+      const uint8x16_t bit_hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh, to_bit_hi), one), 4);
+      store_q4k_x16(vorrq_u8(vandq_u8(raw, low_nibbles), bit_lo), d1, m1, y + 16 * half);
+      store_q4k_x16(vorrq_u8(vshrq_n_u8(raw, 4), bit_hi), d2, m2, y + 32 + 16 * half);
+    }
+  }
+}
+
 // Q6_K, half h (128 values): 16 levels at a time from ql/qh (see quant::dequantize_row_q6_K), minus 32, times
 // the float d * sc, the reference's two rounded multiplies.
 void dequantize_q6k_half(const quant::BlockQ6_K* x, int h, float* y) {
@@ -121,7 +147,7 @@ void dequantize_tiles_neon(const TiledMatrix& m, int64_t g, int64_t c0, int64_t 
       case QType::Q8_0: dequantize_legacy_row(m, t, nr, i, y); break;
       case QType::Q4_K: dequantize_q4k_half(reinterpret_cast<const quant::BlockQ4_K*>(block), half, y); break;
       case QType::Q6_K: dequantize_q6k_half(reinterpret_cast<const quant::BlockQ6_K*>(block), half, y); break;
-      case QType::Q5_K: dequantize_kquant_half_scalar(m.type, block, half, y); break;  // (no NEON form yet)
+      case QType::Q5_K: dequantize_q5k_half(reinterpret_cast<const quant::BlockQ5_K*>(block), half, y); break;
       case QType::F16:  // exact widening conversion, subnormals included
         for (int j = 0; j < kTileCols; j += 4) {
           uint16_t h[4];
