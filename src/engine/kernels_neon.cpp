@@ -69,15 +69,11 @@ void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   const float d = half_at(reinterpret_cast<const uint8_t*>(&x->d));
   const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
   for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
-    uint8_t sc, mn;
-    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
-    const float d1 = d * sc, m1 = dmin * mn;
-    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
-    const float d2 = d * sc, m2 = dmin * mn;
+    const quant::KGroupScales k = quant::kquant_group_scales(x->scales, d, dmin, g);
     for (int half = 0; half < 2; ++half) {
       const uint8x16_t raw = vld1q_u8(x->qs + 32 * g + 16 * half);
-      store_q4k_x16(vandq_u8(raw, vdupq_n_u8(0x0F)), d1, m1, y + 16 * half);
-      store_q4k_x16(vshrq_n_u8(raw, 4), d2, m2, y + 32 + 16 * half);
+      store_q4k_x16(vandq_u8(raw, vdupq_n_u8(0x0F)), k.scale1, k.min1, y + 16 * half);
+      store_q4k_x16(vshrq_n_u8(raw, 4), k.scale2, k.min2, y + 32 + 16 * half);
     }
   }
 }
@@ -89,11 +85,7 @@ void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
   const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
   const uint8x16_t low_nibbles = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);
   for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
-    uint8_t sc, mn;
-    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
-    const float d1 = d * sc, m1 = dmin * mn;
-    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
-    const float d2 = d * sc, m2 = dmin * mn;
+    const quant::KGroupScales k = quant::kquant_group_scales(x->scales, d, dmin, g);
     // vshlq_u8 by a negative count shifts right: qh's bit 2g (2g+1) to bit 0.
     const int8x16_t to_bit_lo = vdupq_n_s8(static_cast<int8_t>(-2 * g));
     const int8x16_t to_bit_hi = vdupq_n_s8(static_cast<int8_t>(-2 * g - 1));
@@ -102,8 +94,8 @@ void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
       const uint8x16_t qh = vld1q_u8(x->qh + 16 * half);
       const uint8x16_t bit_lo = vshlq_n_u8(vandq_u8(vshlq_u8(qh, to_bit_lo), one), 4);
       const uint8x16_t bit_hi = vshlq_n_u8(vandq_u8(vshlq_u8(qh, to_bit_hi), one), 4);
-      store_q4k_x16(vorrq_u8(vandq_u8(raw, low_nibbles), bit_lo), d1, m1, y + 16 * half);
-      store_q4k_x16(vorrq_u8(vshrq_n_u8(raw, 4), bit_hi), d2, m2, y + 32 + 16 * half);
+      store_q4k_x16(vorrq_u8(vandq_u8(raw, low_nibbles), bit_lo), k.scale1, k.min1, y + 16 * half);
+      store_q4k_x16(vorrq_u8(vshrq_n_u8(raw, 4), bit_hi), k.scale2, k.min2, y + 32 + 16 * half);
     }
   }
 }

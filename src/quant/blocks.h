@@ -109,6 +109,24 @@ inline void unpack_scale_min_k4(int j, const uint8_t* q, uint8_t* scale, uint8_t
   }
 }
 
+// The float scales and mins of group g (values 64g .. 64g+63: sub-blocks 2g and 2g+1) of a
+// Q4_K/Q5_K block with super-block scales d and dmin, as the reference dequantizers form
+// them: value = scale * q - min, per sub-block.
+struct KGroupScales {
+  float scale1, min1, scale2, min2;
+};
+inline KGroupScales kquant_group_scales(const uint8_t* scales, float d, float dmin, int g) {
+  uint8_t sc, mn;
+  KGroupScales s;
+  unpack_scale_min_k4(2 * g, scales, &sc, &mn);
+  s.scale1 = d * sc;
+  s.min1 = dmin * mn;
+  unpack_scale_min_k4(2 * g + 1, scales, &sc, &mn);
+  s.scale2 = d * sc;
+  s.min2 = dmin * mn;
+  return s;
+}
+
 // The inverse of unpack_scale_min_k4 for all 8 sub-blocks at once (values 0..63).
 inline void pack_scales_mins_k4(const uint8_t scale[8], const uint8_t min[8], uint8_t q[kKScaleBytes]) {
   for (int j = 0; j < kKScaleBytes; ++j) q[j] = 0;

@@ -197,11 +197,8 @@ void dequantize_row_q4_K(const BlockQ4_K* x, float* y, int64_t n) {
     const float d = fp16_to_f32(x[b].d), dmin = fp16_to_f32(x[b].dmin);
     const uint8_t* q = x[b].qs;
     for (int g = 0; g < kQK_K / 64; ++g, q += 32) {
-      uint8_t sc, m;
-      unpack_scale_min_k4(2 * g, x[b].scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      unpack_scale_min_k4(2 * g + 1, x[b].scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
+      const KGroupScales k = kquant_group_scales(x[b].scales, d, dmin, g);
+      const float d1 = k.scale1, m1 = k.min1, d2 = k.scale2, m2 = k.min2;
       for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
     }
@@ -231,11 +228,8 @@ void dequantize_row_q5_K(const BlockQ5_K* x, float* y, int64_t n) {
     const uint8_t* ql = x[b].qs;
     const uint8_t* qh = x[b].qh;
     for (int g = 0; g < kQK_K / 64; ++g, ql += 32) {
-      uint8_t sc, m;
-      unpack_scale_min_k4(2 * g, x[b].scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      unpack_scale_min_k4(2 * g + 1, x[b].scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
+      const KGroupScales k = kquant_group_scales(x[b].scales, d, dmin, g);
+      const float d1 = k.scale1, m1 = k.min1, d2 = k.scale2, m2 = k.min2;
       for (int l = 0; l < 32; ++l)
         *y++ = d1 * static_cast<float>((ql[l] & 0xF) | (((qh[l] >> (2 * g)) & 1) << 4)) - m1;
       for (int l = 0; l < 32; ++l)
