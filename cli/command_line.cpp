@@ -73,10 +73,14 @@ int run_command_line(CLI::App& app, int argc, char** argv) {
           return report_exception();
         }
       }
+  // Only the command on the line gets its options: the others are listed by --help with
+  // their one line, and building every command's CLI11 options at every start was ~4 M
+  // instructions, most of `nightlora --version`'s own work (docs/performance/
+  // startup-2026-12-06-zen5.md).
   std::map<CLI::App*, Run> runs;
   for (auto& c : reg) {
     CLI::App* sub = app.add_subcommand(c.name, c.help);  // a program's command: listed by --help
-    if (c.setup) runs[sub] = c.setup(*sub);
+    if (c.setup && argc >= 2 && c.name == argv[1]) runs[sub] = c.setup(*sub);
   }
   // A mistyped command: say which ones are close (CLI11 would only say one is required).
   if (argc >= 2 && argv[1][0] != '-') {
