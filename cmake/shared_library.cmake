@@ -11,6 +11,7 @@
 #   lib/pkgconfig/nightlora.pc      cc app.c $(pkg-config --cflags --libs nightlora)
 #   lib/cmake/nightlora/            find_package(nightlora) -> nightlora::nightlora
 #   lib/python3/dist-packages/nightlora   the Python bindings (ctypes over the C API)
+# and, from the top CMakeLists.txt, bin/nightlora and bin/nightlora-serve (`nightlora serve`).
 if(CMAKE_VERSION VERSION_LESS 3.24)
   message(FATAL_ERROR "libnightlora.so needs CMake 3.24 or newer (WHOLE_ARCHIVE); or configure with -DNL_SHARED=OFF")
 endif()
@@ -77,7 +78,7 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/nightlora DESTINATION ${NL_PYTHON_I
 # and with find_package, the Python bindings' tests (tests/capi/installed_test.sh).
 if(NL_BUILD_TESTS AND NOT CMAKE_CROSSCOMPILING)
   enable_testing()
-  foreach(_mode symbols c cmake python)
+  foreach(_mode symbols c cmake python cli)
     add_test(NAME capi.installed.${_mode}
              COMMAND ${CMAKE_SOURCE_DIR}/tests/capi/installed_test.sh ${_mode} ${CMAKE_BINARY_DIR}
                      $<TARGET_FILE:nightlora_cli>)

@@ -88,6 +88,12 @@ if command -v qemu-aarch64 >/dev/null; then
     "rt_sigaction(SIGSYS,"*) ;;
     *) fail "the first system call is \"$first\", not rt_sigaction(SIGSYS, ...): the entry point nl_static_start is not in use" ;;
   esac
+  # It has no HTTP server (nightlora-serve is not cross-built): `serve` says so, exit 1.
+  serve_rc=0
+  serve_err=$(qemu-aarch64 -cpu cortex-a53 "$bin" serve --help 2>&1 >/dev/null) || serve_rc=$?
+  if [ "$serve_rc" != 1 ] || [[ $serve_err != *"this build of nightlora has no nightlora-serve"* ]]; then
+    fail "\`nightlora serve\` exited $serve_rc without saying the build has no server: $serve_err"
+  fi
 fi
 echo "arm64-static: $bin"
 echo "arm64-static: $desc"

@@ -14,7 +14,7 @@
 #   scripts/fuzz.sh --planted          only the planted-bug check
 #   scripts/fuzz.sh --hostile          only the hostile-input tests (tests/*/*hostile*.cpp) built
 #                                      here against the sanitized modules (test_hostile_sanitized)
-#   scripts/fuzz.sh --serve            only serve under ASan + UBSan: `nightlora serve` built in
+#   scripts/fuzz.sh --serve            only serve under ASan + UBSan: nightlora-serve built in
 #                                      build-fuzz/ (nightlora_serve_sanitized) and the requests of
 #                                      tests/serve's ServeRefusals and ServeLimits sent to it (the
 #                                      test program from the Release build, build/tests/test_serve,

@@ -5,6 +5,8 @@
 #   c        examples/c built with plain `cc` + pkg-config (C99, -pedantic -Werror) and run
 #   cmake    examples/c built with find_package(nightlora) and run
 #   python   the Python bindings' pytest tests (python/tests), against the installed package
+#   cli      bin/nightlora runs, and its `serve` finds bin/nightlora-serve beside it (where
+#            the build has the server)
 # Usage: installed_test.sh MODE BUILD_DIR NIGHTLORA_CLI
 set -euo pipefail
 mode=$1 build=$2 cli=$3
@@ -70,6 +72,18 @@ case $mode in
     cd "$tmp"
     PYTHONPATH=$(dirname "$pkg") NIGHTLORA_TEST_MODEL=$model NIGHTLORA_TEST_DATA=$src/data/stories \
       NIGHTLORA_TEST_CLI=$cli $py -m pytest -q -p no:cacheprovider "$src/python/tests"
+    ;;
+  cli)
+    [ -x "$prefix/bin/nightlora" ] || { echo "bin/nightlora was not installed"; exit 1; }
+    "$prefix/bin/nightlora" --version
+    if [ ! -x "$build/nightlora-serve" ]; then
+      echo "skipped: this build has no nightlora-serve (no cpp-httplib)"; exit 77
+    fi
+    [ -x "$prefix/bin/nightlora-serve" ] || { echo "bin/nightlora-serve was not installed"; exit 1; }
+    # Found beside the installed nightlora, not on PATH.
+    PATH=/nonexistent "$prefix/bin/nightlora" serve --help > "$tmp/serve-help.txt"
+    grep -q -- "--max-concurrent" "$tmp/serve-help.txt" || { cat "$tmp/serve-help.txt"; echo "no serve options"; exit 1; }
+    echo "installed nightlora serve: runs $prefix/bin/nightlora-serve"
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac

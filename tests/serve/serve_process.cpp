@@ -18,15 +18,22 @@ extern char** environ;
 
 namespace nltest {
 
-std::string serve_cli() {
-  const char* cli = std::getenv("NL_SERVE_CLI");
-  return cli && *cli ? cli : NL_CLI_PATH;
+std::vector<std::string> serve_command() {
+  const char* sanitized = std::getenv("NL_SERVE_CLI");
+  if (sanitized && *sanitized) return {sanitized};
+  return {NL_CLI_PATH, "serve"};
+}
+
+std::string serve_command_line() {
+  std::string line;
+  for (const std::string& word : serve_command()) line += (line.empty() ? "" : " ") + shq(word);
+  return line;
 }
 
 ServeProcess::ServeProcess(const std::vector<std::string>& args, const fs::path& log,
                            const std::vector<std::string>& env)
     : log_(log) {
-  std::vector<std::string> argv_s = {serve_cli(), "serve"};
+  std::vector<std::string> argv_s = serve_command();
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   argv_s.push_back("--port");
   argv_s.push_back("0");

@@ -19,7 +19,7 @@ namespace nltest {
 
 class ServeProcess {
  public:
-  // Runs `nightlora serve ARGS --port 0` (serve_cli()), its output in LOG, with ENV
+  // Runs `nightlora serve ARGS --port 0` (serve_command()), its output in LOG, with ENV
   // ("NAME=value") added to this process's environment; waits for it to listen (fails the
   // test with the log after 120 s or when it exits).
   ServeProcess(const std::vector<std::string>& args, const fs::path& log, const std::vector<std::string>& env = {});
@@ -28,6 +28,7 @@ class ServeProcess {
   ServeProcess& operator=(const ServeProcess&) = delete;
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
   std::string log() const { return read_text(log_); }
   bool started() const { return port_ > 0; }
@@ -42,9 +43,13 @@ class ServeProcess {
   fs::path log_;
 };
 
-// The nightlora that serves: $NL_SERVE_CLI when set (scripts/fuzz.sh --ci points it at the
-// ASan + UBSan build in build-fuzz/ to run the hostile requests against), else this build's.
-std::string serve_cli();
+// The words that start the server: this build's `nightlora serve` (which execs nightlora-serve
+// from beside it: the path a user takes), or $NL_SERVE_CLI alone when set: a nightlora-serve
+// run directly (scripts/fuzz.sh --ci points it at the ASan + UBSan one in build-fuzz/ to run
+// the hostile requests against).
+std::vector<std::string> serve_command();
+// The same, quoted for /bin/sh.
+std::string serve_command_line();
 
 // The model the serve tests run on: stories260K from ../shared, or (absent) a tiny synthetic
 // llama made in `dir`, with a note on stderr saying so.

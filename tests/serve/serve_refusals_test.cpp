@@ -178,7 +178,7 @@ TEST_F(ServeRefusals, HugeMaxTokensAndLongPromptsAre400s) {
 }
 
 TEST_F(ServeRefusals, ASecondServerOnTheSamePortOrFolderFails) {
-  const std::string cli = "timeout 60 " + shq(serve_cli()) + " serve --model " + shq(model_.string());
+  const std::string cli = "timeout 60 " + serve_command_line() + " --model " + shq(model_.string());
   CmdResult port = run_cmd(cli + " --data " + shq((tmp_->path / "other").string()) + " --port " +
                            std::to_string(server_->port()));
   EXPECT_EQ(port.rc, 1) << port.out << port.err;
