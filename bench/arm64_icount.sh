@@ -34,7 +34,7 @@ if [ -z "$bin" ]; then
   build=${NL_ARM64_BUILD_DIR:-$PWD/build-arm64}
   [ -f "$build/build.ninja" ] || bash scripts/arm64.sh --build-only >&2
   targets=(); archives=()
-  for l in engine modelio tokenizer quant util; do targets+=("nl_$l"); archives+=("$build/libnl_$l.a"); done
+  for l in engine modelio tokenizer quant job util; do targets+=("nl_$l"); archives+=("$build/libnl_$l.a"); done
   cmake --build "$build" -j "$jobs" --target "${targets[@]}" >&2
   bin=$build/nl_arm64_icount
   rm -f "$bin"
