@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "cached_attention.h"
 #include "host/vec4.h"
@@ -234,8 +235,86 @@ NL_ATTN_KERNEL void attention_task_small_head(const CachedAttention& a, int64_t 
   else value_sums<2>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
 }
 
+// The task of attention_task_impl for a tree of new rows (a.parent set). Query row t sees
+// n_past + depth(t) + 1 keys: the cached positions, then its ancestors' rows from the root
+// down, then its own, and its scores are laid out in that order, so the softmax and the value
+// sums are those of the same row at position n_past + depth(t) of a causal run over the cache
+// plus its ancestors: the same operations in the same order (dot_keys8 and dot_key give a key
+// the same bits, and so do axpy4_row and axpy_row), so the same bits. Scratch as the general
+// path's.
+NL_ATTN_KERNEL void attention_task_tree(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh, float* scratch) {
+  const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
+  const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // a row's depth is at most its index
+  float* scores = scratch;
+  float* rows = scratch + nq * group * max_keys;
+  const float* q0 = a.q + t0 * qd + kvh * group * hd;
+  // The tree rows each query sees, root first: chain[chain_start[i] .. chain_start[i + 1]).
+  thread_local std::vector<int32_t> chain;
+  int64_t chain_start[kMaxQueryBlock + 1];
+  chain.clear();
+  for (int64_t i = 0; i < nq; ++i) {
+    chain_start[i] = static_cast<int64_t>(chain.size());
+    for (int32_t r = static_cast<int32_t>(t0 + i); r >= 0; r = a.parent[r]) chain.push_back(r);
+    std::reverse(chain.begin() + chain_start[i], chain.end());
+  }
+  chain_start[nq] = static_cast<int64_t>(chain.size());
+  const auto n_keys = [&](int64_t i) { return a.n_past + chain_start[i + 1] - chain_start[i]; };
+  // Scores over the cached positions, tiles of 8 keys for every query, then the tree's keys.
+  int64_t s = 0, ld;
+  for (; s + 8 <= a.n_past; s += 8) {
+    const float* k = cache_rows(a.type, a.k, s, 8, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        float* out = scores + (i * group + g) * max_keys + s;
+        dot_keys8(q0 + i * qd + g * hd, k, ld, hd, out);
+        for (int j = 0; j < 8; ++j) out[j] *= a.scale;
+      }
+  }
+  for (; s < a.n_past; ++s) {
+    const float* k = cache_rows(a.type, a.k, s, 1, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + s] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+  }
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t c = chain_start[i]; c < chain_start[i + 1]; ++c) {
+      const float* k = cache_rows(a.type, a.k, a.n_past + chain[static_cast<size_t>(c)], 1, kvd, kvh * hd, hd, rows, &ld);
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + a.n_past + c - chain_start[i]] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+    }
+  // Probabilities in place of the scores: p_j = exp(s_j - max) * (1 / sum), as the other paths.
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores + (i * group + g) * max_keys;
+      const float inv = 1.0f / exp_shifted(sg, n_keys(i), vec4::max_of(sg, n_keys(i)));
+      for (int64_t j = 0; j < n_keys(i); ++j) sg[j] = sg[j] * inv;
+    }
+    std::memset(a.out + (t0 + i) * qd + kvh * group * hd, 0, static_cast<size_t>(group * hd) * sizeof(float));
+  }
+  // Values in key order: the cached ones 4 at a time for every query, then each query's tree rows.
+  for (s = 0; s < a.n_past; s += 4) {
+    const int64_t nk = std::min<int64_t>(4, a.n_past - s);
+    const float* v = cache_rows(a.type, a.v, s, nk, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        const float* p = scores + (i * group + g) * max_keys + s;
+        float* out = a.out + (t0 + i) * qd + (kvh * group + g) * hd;
+        if (nk == 4) axpy4_row(p, v, ld, out, hd);
+        else for (int64_t j = 0; j < nk; ++j) axpy_row(p[j], v + j * ld, out, hd);
+      }
+  }
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t c = chain_start[i]; c < chain_start[i + 1]; ++c) {
+      const float* v = cache_rows(a.type, a.v, a.n_past + chain[static_cast<size_t>(c)], 1, kvd, kvh * hd, hd, rows, &ld);
+      for (int64_t g = 0; g < group; ++g)
+        axpy_row(scores[(i * group + g) * max_keys + a.n_past + c - chain_start[i]], v,
+                 a.out + (t0 + i) * qd + (kvh * group + g) * hd, hd);
+    }
+}
+
 NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
                                         float* scratch) {
+  if (a.parent) return attention_task_tree(a, t0, t1, kvh, scratch);
   if (small_head(a.hd)) return attention_task_small_head(a, t0, t1, kvh, scratch);
   const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
   const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // query t0 + i sees keys [0, n_past + t0 + i]
