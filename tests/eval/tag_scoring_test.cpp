@@ -248,6 +248,31 @@ TEST(TagScoring, TreeGivesTheSequentialScorersBits) {
   }
 }
 
+// A context with room for the prompt and any one tag but not for the whole tree: the tree
+// runs in parts, and every score is the bits the roomy decoder gives.
+TEST(TagScoring, TreeRunsInPartsWhenTheContextIsShort) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  const std::string prompt = nl::lamp2_prompt("a happy story about a dog");
+  size_t longest = 0;  // prompt + tag tokens of the longest candidate
+  for (const std::string& t : nl::lamp2_tags())
+    longest = std::max(longest, tok.encode(prompt + nl::lamp2_completion(t), tok.add_bos_default(), true).size());
+  nl::DecoderOptions o = nl::DecoderOptions::exact(2);
+  nl::Decoder roomy(*model, o);
+  o.max_context = static_cast<int64_t>(longest);
+  nl::Decoder tight(*model, o);
+  nl::CompletionScorer a(roomy, tok), b(tight, tok);
+  const nl::CompletionScores want = a.score_lamp2_tags(prompt), got = b.score_lamp2_tags(prompt);
+  EXPECT_EQ(got.logprob, want.logprob);
+  EXPECT_EQ(got.best, want.best);
+  EXPECT_GT(b.tokens_run(), a.tokens_run()) << "the tree fit: the test does not test parts";
+  // One token less and the longest tag does not fit at all: the decoder's context error.
+  o.max_context = static_cast<int64_t>(longest) - 2;
+  nl::Decoder too_short(*model, o);
+  EXPECT_THROW(nl::score_lamp2_tags(too_short, tok, prompt), nl::Error);
+}
+
 TEST(TagScoring, CompletionThatAddsNothingIsAnError) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
   std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
