@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 #include <span>
 
 #include "nightlora/eval/lamp2.h"
@@ -106,50 +108,69 @@ CompletionScores CompletionScorer::score(const std::string& prompt, const std::v
 
   // The continuations (a candidate's tokens after the shared prefix, but its last, whose
   // logits nothing reads) form a tree: candidates that begin alike share their first tokens
-  // (" dark comedy" and " dystopia" may share " d"). They are visited in lexicographic order;
-  // the cache holds the shared prefix plus `path`, the previous visit's continuation, whose
-  // logits rows are kept, and each candidate runs only what it does not share with it.
-  const size_t V = static_cast<size_t>(decoder_.model().config.vocab);
+  // (" dark comedy" and " dystopia" may share " d"), which are one node of it. The tree runs
+  // as one Decoder::forward_tree after the shared prefix: each node attends to the prefix and
+  // its ancestors, and its logits row predicts the token after it. The tree's tokens take
+  // cache slots while it runs: when the context has no room for all of them, it runs in
+  // parts of whole candidates (a part runs again the nodes it shares with an earlier one).
   auto run_part = [&](size_t c) {
     const Candidate& cand = cands[c];
     return std::span<const int32_t>(cand.tokens.data() + shared, cand.tokens.size() - shared - 1);
   };
-  std::vector<size_t> order(cands.size());
-  for (size_t c = 0; c < order.size(); ++c) order[c] = c;
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    const std::span<const int32_t> a = run_part(x), b = run_part(y);
-    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
-  });
-  std::vector<int32_t> path;
-  std::vector<float> path_rows;  // row i: the logits after path[i], predicting the token after it
+  const size_t V = static_cast<size_t>(decoder_.model().config.vocab);
+  const size_t room = static_cast<size_t>(decoder_.max_context()) - shared;
   out.logprob.assign(cands.size(), 0.0);
   out.n_tokens.assign(cands.size(), 0);
-  for (size_t c : order) {
-    const Candidate& cand = cands[c];
-    const std::span<const int32_t> run = run_part(c);
-    size_t common = 0;
-    while (common < path.size() && common < run.size() && path[common] == run[common]) ++common;
-    if (common < path.size()) {
-      decoder_.truncate(static_cast<int64_t>(shared + common));
-      path.resize(common);
-      path_rows.resize(common * V);
+  for (size_t c0 = 0; c0 < cands.size();) {
+    std::vector<int32_t> tree_tokens, tree_parent;
+    std::map<std::pair<int32_t, int32_t>, int32_t> child;  // (parent node, token) -> node
+    std::vector<std::vector<int32_t>> nodes;               // each candidate's run tokens' nodes
+    size_t c1 = c0;
+    for (; c1 < cands.size(); ++c1) {
+      // The nodes this candidate adds; a part always takes its first candidate (which then
+      // fails in forward_tree with the decoder's context error when even it does not fit).
+      size_t added = 0;
+      int32_t node = -1;
+      for (const int32_t id : run_part(c1)) {
+        const auto it = node == -2 ? child.end() : child.find({node, id});
+        if (it == child.end()) ++added, node = -2;  // past the known nodes: every later one is new
+        else node = it->second;
+      }
+      if (c1 > c0 && tree_tokens.size() + added > room) break;
+      node = -1;
+      nodes.emplace_back();
+      for (const int32_t id : run_part(c1)) {
+        const auto [it, is_new] = child.try_emplace({node, id}, static_cast<int32_t>(tree_tokens.size()));
+        if (is_new) {
+          tree_tokens.push_back(id);
+          tree_parent.push_back(node);
+        }
+        node = it->second;
+        nodes.back().push_back(node);
+      }
     }
-    if (run.size() > common) {
-      const std::vector<float> rows = decoder_.forward(run.subspan(common), /*all_logits=*/true);
-      tokens_run_ += static_cast<int64_t>(run.size() - common);
-      path.insert(path.end(), run.begin() + static_cast<std::ptrdiff_t>(common), run.end());
-      path_rows.insert(path_rows.end(), rows.begin(), rows.end());
+    std::vector<float> tree_logits;
+    std::vector<LogSoftmaxRow> tree_rows;  // one per node
+    if (!tree_tokens.empty()) {
+      tree_logits = decoder_.forward_tree(tree_tokens, tree_parent);
+      tokens_run_ += static_cast<int64_t>(tree_tokens.size());
+      tree_rows.reserve(tree_tokens.size());
+      for (size_t i = 0; i < tree_tokens.size(); ++i)
+        tree_rows.emplace_back(std::span<const float>(tree_logits.data() + i * V, V));
     }
-    // Token t (t >= shared) is predicted by the prefix's logits for t == shared, else by the
-    // row of path token t-1-shared.
-    double lp = 0;
-    for (size_t t = cand.start; t < cand.tokens.size(); ++t)
-      lp += t == shared ? prefix_row.at(cand.tokens[t])
-                        : LogSoftmaxRow(std::span<const float>(path_rows.data() + (t - 1 - shared) * V, V)).at(cand.tokens[t]);
-    out.logprob[c] = lp;
-    out.n_tokens[c] = static_cast<int>(cand.tokens.size() - cand.start);
+    for (size_t c = c0; c < c1; ++c) {
+      const Candidate& cand = cands[c];
+      const std::vector<int32_t>& path = nodes[c - c0];
+      // Token t (t >= shared) is predicted by the prefix's logits for t == shared, else by the
+      // row of the node of run token t-1-shared.
+      double lp = 0;
+      for (size_t t = cand.start; t < cand.tokens.size(); ++t)
+        lp += t == shared ? prefix_row.at(cand.tokens[t]) : tree_rows[static_cast<size_t>(path[t - 1 - shared])].at(cand.tokens[t]);
+      out.logprob[c] = lp;
+      out.n_tokens[c] = static_cast<int>(cand.tokens.size() - cand.start);
+    }
+    c0 = c1;
   }
-  decoder_.truncate(static_cast<int64_t>(shared));  // the cache holds the shared prefix again
   out.best = 0;
   for (size_t c = 1; c < out.logprob.size(); ++c)
     if (out.logprob[c] > out.logprob[static_cast<size_t>(out.best)]) out.best = static_cast<int>(c);

@@ -1,4 +1,5 @@
-// Causal grouped-query attention of new query rows over a KV cache, and the cache's f16
+// Causal grouped-query attention of new query rows over a KV cache (or a tree of new rows
+// over it: CachedAttention::parent), and the cache's f16
 // row conversions. The cache holds, per layer, keys (after RoPE) and values of every cached
 // position: positions x kv_dim elements, f16 or f32 (KvType). One task is a block of up to
 // kMaxQueryBlock query tokens and one KV head: the block's queries and its group's query
@@ -25,6 +26,13 @@ struct CachedAttention {
   const void* k;       // the layer's keys: (n_past + T) x (n_kv * hd), f16 bits or floats
   const void* v;       // its values, the same
   float* out;          // T x (n_head * hd)
+  // nullptr: the new rows are consecutive positions, row t sees the cache and rows 0..t.
+  // Otherwise the new rows are a tree (Decoder::forward_tree): parent[t] is row t's parent
+  // row (< t), or -1 for a child of the cached positions; row t sees the n_past cached
+  // positions, its ancestors' rows and itself, whose keys are in the cache's slots n_past + row.
+  // Its arithmetic is that of the same row run alone after the cache plus its ancestors (the
+  // visible keys in the same order, so the same bits as a chain of causal forwards).
+  const int32_t* parent = nullptr;
 };
 
 // Heads of at most this many values, a multiple of 8 (stories260K's 8, tinystories-656k's

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "cached_attention.h"
 #include "host/vec4.h"
@@ -234,8 +235,142 @@ NL_ATTN_KERNEL void attention_task_small_head(const CachedAttention& a, int64_t 
   else value_sums<2>(a, t0, kvh, group, n_rows, scores, max_keys, v, ld);
 }
 
+// value_sums for a tree (attention_task_tree, small heads): every query head r of the task
+// sees the n_past cached keys, then its chain's rows (key n_past + d of its probabilities is
+// the cache's slot n_past + chain[chain_start[r / group] + d]). The cached keys run for kRows
+// heads side by side, then each head's chain alone: axpy_row's arithmetic in key order.
+template <int HV>
+inline void tree_value_sums(const CachedAttention& a, int64_t t0, int64_t kvh, int64_t group, int64_t n_rows,
+                            const float* probs, int64_t max_keys, const float* v, int64_t ld, const int32_t* chain,
+                            const int64_t* chain_start) {
+  constexpr int kRows = 8 / HV;
+  const int64_t qd = a.n_head * a.hd;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+    const int nr = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+    f8 o[kRows][HV] = {};
+    if (nr == kRows) {
+      for (int64_t j = 0; j < a.n_past; ++j)
+        for (int r = 0; r < kRows; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    } else {
+      for (int64_t j = 0; j < a.n_past; ++j)
+        for (int r = 0; r < nr; ++r) {
+          const float p = probs[(r0 + r) * max_keys + j];
+          for (int c = 0; c < HV; ++c) o[r][c] = o[r][c] + p * load8(v + j * ld + 8 * c);
+        }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int64_t i = (r0 + r) / group;
+      const float* pr = probs + (r0 + r) * max_keys + a.n_past;
+      for (int64_t c = chain_start[i]; c < chain_start[i + 1]; ++c) {
+        const float* vr = v + (a.n_past + chain[c]) * ld;
+        for (int e = 0; e < HV; ++e) o[r][e] = o[r][e] + pr[c - chain_start[i]] * load8(vr + 8 * e);
+      }
+      float* out = a.out + (t0 + i) * qd + (kvh * group + (r0 + r) % group) * a.hd;
+      for (int e = 0; e < HV; ++e) store8(out + 8 * e, o[r][e]);
+    }
+  }
+}
+
+// The task of attention_task_impl for a tree of new rows (a.parent set). Query row t sees
+// n_past + depth(t) + 1 keys: the cached positions, then its ancestors' rows from the root
+// down, then its own, and its scores are laid out in that order, so the softmax and the value
+// sums are those of the same row at position n_past + depth(t) of a causal run over the cache
+// plus its ancestors: the same operations in the same order (dot_keys8 and dot_key give a key
+// the same bits, and so do axpy4_row and axpy_row), so the same bits. Small heads take the
+// small path's layout (transposed key tiles, value sums in registers: the same arithmetic
+// again). Scratch as the causal paths'.
+NL_ATTN_KERNEL void attention_task_tree(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh, float* scratch) {
+  const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
+  const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // a row's depth is at most its index
+  const bool small = small_head(hd);
+  float* scores = scratch;
+  float* rows = scratch + nq * group * max_keys;  // small heads: the transposed tile (8 * kSmallHead), then rows
+  float* krows = small ? rows + 8 * kSmallHead : rows;
+  const float* q0 = a.q + t0 * qd + kvh * group * hd;
+  // The tree rows each query sees, root first: chain[chain_start[i] .. chain_start[i + 1]).
+  thread_local std::vector<int32_t> chain;
+  int64_t chain_start[kMaxQueryBlock + 1];
+  chain.clear();
+  for (int64_t i = 0; i < nq; ++i) {
+    chain_start[i] = static_cast<int64_t>(chain.size());
+    for (int32_t r = static_cast<int32_t>(t0 + i); r >= 0; r = a.parent[r]) chain.push_back(r);
+    std::reverse(chain.begin() + chain_start[i], chain.end());
+  }
+  chain_start[nq] = static_cast<int64_t>(chain.size());
+  const auto n_keys = [&](int64_t i) { return a.n_past + chain_start[i + 1] - chain_start[i]; };
+  // Scores over the cached positions, tiles of 8 keys for every query, then the tree's keys.
+  int64_t s = 0, ld;
+  for (; s + 8 <= a.n_past; s += 8) {
+    const float* k = cache_rows(a.type, a.k, s, 8, kvd, kvh * hd, hd, krows, &ld);
+    if (small) {
+      for (int j = 0; j < 8; ++j)
+        for (int64_t e = 0; e < hd; ++e) rows[e * 8 + j] = k[j * ld + e];
+      for (int64_t i = 0; i < nq; ++i)
+        for (int64_t g = 0; g < group; ++g)
+          dot_keys8_transposed(q0 + i * qd + g * hd, rows, hd, a.scale, scores + (i * group + g) * max_keys + s);
+      continue;
+    }
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        float* out = scores + (i * group + g) * max_keys + s;
+        dot_keys8(q0 + i * qd + g * hd, k, ld, hd, out);
+        for (int j = 0; j < 8; ++j) out[j] *= a.scale;
+      }
+  }
+  for (; s < a.n_past; ++s) {
+    const float* k = cache_rows(a.type, a.k, s, 1, kvd, kvh * hd, hd, krows, &ld);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + s] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+  }
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t c = chain_start[i]; c < chain_start[i + 1]; ++c) {
+      const float* k = cache_rows(a.type, a.k, a.n_past + chain[static_cast<size_t>(c)], 1, kvd, kvh * hd, hd, krows, &ld);
+      for (int64_t g = 0; g < group; ++g)
+        scores[(i * group + g) * max_keys + a.n_past + c - chain_start[i]] = dot_key(q0 + i * qd + g * hd, k, hd) * a.scale;
+    }
+  // Probabilities in place of the scores: p_j = exp(s_j - max) * (1 / sum), as the other paths.
+  for (int64_t i = 0; i < nq; ++i) {
+    for (int64_t g = 0; g < group; ++g) {
+      float* sg = scores + (i * group + g) * max_keys;
+      const float inv = 1.0f / exp_shifted(sg, n_keys(i), vec4::max_of(sg, n_keys(i)));
+      for (int64_t j = 0; j < n_keys(i); ++j) sg[j] = sg[j] * inv;
+    }
+    if (!small) std::memset(a.out + (t0 + i) * qd + kvh * group * hd, 0, static_cast<size_t>(group * hd) * sizeof(float));
+  }
+  if (small) {  // the values of every slot the task reads, as floats: in place or converted once
+    const float* v = cache_rows(a.type, a.v, 0, max_keys, kvd, kvh * hd, hd, krows, &ld);
+    if (hd == 8) tree_value_sums<1>(a, t0, kvh, group, nq * group, scores, max_keys, v, ld, chain.data(), chain_start);
+    else tree_value_sums<2>(a, t0, kvh, group, nq * group, scores, max_keys, v, ld, chain.data(), chain_start);
+    return;
+  }
+  // Values in key order: the cached ones 4 at a time for every query, then each query's tree rows.
+  for (s = 0; s < a.n_past; s += 4) {
+    const int64_t nk = std::min<int64_t>(4, a.n_past - s);
+    const float* v = cache_rows(a.type, a.v, s, nk, kvd, kvh * hd, hd, rows, &ld);
+    for (int64_t i = 0; i < nq; ++i)
+      for (int64_t g = 0; g < group; ++g) {
+        const float* p = scores + (i * group + g) * max_keys + s;
+        float* out = a.out + (t0 + i) * qd + (kvh * group + g) * hd;
+        if (nk == 4) axpy4_row(p, v, ld, out, hd);
+        else for (int64_t j = 0; j < nk; ++j) axpy_row(p[j], v + j * ld, out, hd);
+      }
+  }
+  for (int64_t i = 0; i < nq; ++i)
+    for (int64_t c = chain_start[i]; c < chain_start[i + 1]; ++c) {
+      const float* v = cache_rows(a.type, a.v, a.n_past + chain[static_cast<size_t>(c)], 1, kvd, kvh * hd, hd, rows, &ld);
+      for (int64_t g = 0; g < group; ++g)
+        axpy_row(scores[(i * group + g) * max_keys + a.n_past + c - chain_start[i]], v,
+                 a.out + (t0 + i) * qd + (kvh * group + g) * hd, hd);
+    }
+}
+
 NL_ATTN_KERNEL void attention_task_impl(const CachedAttention& a, int64_t t0, int64_t t1, int64_t kvh,
                                         float* scratch) {
+  if (a.parent) return attention_task_tree(a, t0, t1, kvh, scratch);
   if (small_head(a.hd)) return attention_task_small_head(a, t0, t1, kvh, scratch);
   const int64_t hd = a.hd, group = a.n_head / a.n_kv, kvd = a.n_kv * hd, qd = a.n_head * hd;
   const int64_t nq = t1 - t0, max_keys = a.n_past + t1;  // query t0 + i sees keys [0, n_past + t0 + i]

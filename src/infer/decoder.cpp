@@ -107,10 +107,14 @@ struct Decoder::Impl {
   std::vector<std::vector<uint16_t>> k16, v16;
   std::vector<std::vector<float>> k32, v32;
 
-  // Rows [row0, row0 + n) of a block: seq's tokens at positions seq->n_past .. + n - 1.
+  // Rows [row0, row0 + n) of a block: seq's tokens at positions seq->n_past .. + n - 1, or
+  // a tree of them (forward_tree): row t at position seq->n_past + depth[t], attending to its
+  // ancestors (parent) after the cache.
   struct Segment {
     Impl* seq;
     int64_t row0, n;
+    const int32_t* parent = nullptr;  // with depth: the rows are a tree
+    const int32_t* depth = nullptr;
   };
 
   Impl(const Model& m, std::unique_ptr<FrozenEngine> own, FrozenEngine& e, const DecoderOptions& o)
@@ -255,7 +259,7 @@ struct Decoder::Impl {
     embedding_forward(s0.model.weights.tok_embd, tokens, T, w.x.data(), w.pool);
     for (const Segment& s : segs)
       for (int64_t t = 0; t < s.n; ++t)
-        s0.rope.angles(s.seq->n_past + t, w.cosv.data() + (s.row0 + t) * half, w.sinv.data() + (s.row0 + t) * half);
+        s0.rope.angles(s.seq->n_past + (s.depth ? s.depth[t] : t), w.cosv.data() + (s.row0 + t) * half, w.sinv.data() + (s.row0 + t) * half);
 
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const LayerVectors& lv = s0.vecs[static_cast<size_t>(l)];
@@ -311,6 +315,7 @@ struct Decoder::Impl {
     int64_t n_tasks = 0, scratch = 0;
     for (const Segment& s : segs) {
       a.push_back(s.seq->attention(l, w.q.data() + s.row0 * qd, s.n, w.att.data() + s.row0 * qd));
+      a.back().parent = s.parent;
       first_task.push_back(n_tasks);
       n_tasks += (s.n + infer::kMaxQueryBlock - 1) / infer::kMaxQueryBlock * c.n_kv_head;
       scratch = std::max(scratch, infer::cached_attention_scratch(c.n_head, c.n_kv_head, s.seq->n_past + s.n, c.head_dim));
@@ -325,6 +330,36 @@ struct Decoder::Impl {
       kernels.task(a[si], t0, std::min(a[si].T, t0 + infer::kMaxQueryBlock), j % c.n_kv_head,
                    w.attn_scratch[static_cast<size_t>(worker)].data());
     });
+  }
+
+  // Decoder::forward_tree: the tree's rows as one block, their keys and values in the cache's
+  // slots after n_past (which stays), every row's logits.
+  std::vector<float> forward_tree(std::span<const int32_t> tokens, std::span<const int32_t> parent) {
+    const int64_t T = static_cast<int64_t>(tokens.size());
+    if (T == 0) fail("decoder", "forward_tree called with no tokens");
+    if (parent.size() != tokens.size())
+      fail("decoder", "forward_tree got " + std::to_string(T) + " tokens but " + std::to_string(parent.size()) + " parents",
+           "give one parent index per token");
+    std::vector<int32_t> depth(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      const int32_t p = parent[static_cast<size_t>(t)];
+      if (p < -1 || p >= t)
+        fail("decoder", "token " + std::to_string(t) + " of a tree has parent " + std::to_string(p),
+             "a parent is -1 (the cached context) or an earlier token of the tree");
+      depth[static_cast<size_t>(t)] = p < 0 ? 0 : depth[static_cast<size_t>(p)] + 1;
+    }
+    // The tree's keys take T cache slots while it runs (its positions need only depth + 1).
+    check_tokens(tokens.data(), T);
+    reserve(n_past + T);
+    const Segment seg{this, 0, T, parent.data(), depth.data()};
+    run_layers(ws, std::span<const Segment>(&seg, 1), tokens.data(), T);
+    const int64_t d = c.d_model;
+    grow(ws.logits_in, T * d);
+    rmsnorm_forward(ws.x.data(), out_norm.data(), T, d, c.rms_eps, ws.logits_in.data(), ws.rstd.data(), ws.pool);
+    std::vector<float> logits(static_cast<size_t>(T * c.vocab));
+    const WeightHandle head = engine.output_handle();
+    engine.forward(head, ws.logits_in.data(), T, logits.data(), mode_for(head, T));
+    return logits;
   }
 
   std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits) {
@@ -371,6 +406,9 @@ void Decoder::set_adapter(const LoraAdapter* a) {
 
 std::vector<float> Decoder::forward(std::span<const int32_t> tokens, bool all_logits) {
   return impl_->forward(tokens, all_logits);
+}
+std::vector<float> Decoder::forward_tree(std::span<const int32_t> tokens, std::span<const int32_t> parent) {
+  return impl_->forward_tree(tokens, parent);
 }
 int64_t Decoder::n_past() const { return impl_->n_past; }
 int64_t Decoder::max_context() const { return impl_->max_ctx; }

@@ -1,8 +1,12 @@
-// Tag scoring on a real model (stories260K): the fast path (prompt once, cache rewound per
-// tag) gives the same summed log-probabilities as running each prompt + tag from scratch and
-// summing the log-softmax of every completion token; the argmax is the predicted tag; greedy
-// generation is parsed as LaMP parses outputs.
+// Tag scoring on a real model (stories260K): the fast path (prompt once, the tags as one tree
+// after it) gives the bits of the sequential scorer it replaced (each tag's tokens one forward
+// after the prompt; also on a tiny qwen3 preset), and the same summed log-probabilities as
+// running each prompt + tag from scratch and summing the log-softmax of every completion
+// token; the argmax is the predicted tag; greedy generation is parsed as LaMP parses outputs.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <span>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -14,6 +18,7 @@
 #include "nightlora/infer/generate.h"
 #include "nightlora/infer/sampler.h"
 #include "nightlora/modelio/model.h"
+#include "nightlora/modelio/synth.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 #include "test_util.h"
@@ -151,6 +156,121 @@ TEST(TagScoring, SharedTagBeginningsChangeNoScore) {
     const int64_t prompt_tokens = static_cast<int64_t>(tok.encode(prompt, tok.add_bos_default(), true).size());
     EXPECT_LT(scorer.tokens_run(), prompt_tokens + one_each) << "no continuation token was shared";
   }
+}
+
+// The scorer before the tree (each candidate's continuation one causal forward after the
+// prompt, the cache rewound between them), as a reference: the summed log-softmax of each
+// completion token, with the scorer's arithmetic (tag_scoring.cpp, LogSoftmaxRow).
+std::vector<double> sequential_logprobs(nl::Decoder& dec, const nl::Tokenizer& tok, const std::string& prompt,
+                                        const std::vector<std::string>& completions) {
+  const size_t V = static_cast<size_t>(dec.model().config.vocab);
+  const auto logprob = [&](const float* row, int32_t id) {
+    double mx = -INFINITY, sum = 0;
+    for (size_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (size_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(row[v]) - mx);
+    return static_cast<double>(row[id]) - mx - std::log(sum);
+  };
+  std::vector<double> out;
+  for (const std::string& c : completions) {
+    const std::vector<int32_t> full = tok.encode(prompt + c, tok.add_bos_default(), true);
+    const std::vector<int32_t> p = tok.encode(prompt, tok.add_bos_default(), true);
+    size_t start = 0;
+    while (start < p.size() && start < full.size() && p[start] == full[start]) ++start;
+    dec.reset();
+    const std::vector<float> last = dec.forward(std::span<const int32_t>(full.data(), start));
+    double lp = logprob(last.data(), full[start]);
+    if (full.size() - start > 1) {
+      const std::vector<float> rows = dec.forward(std::span<const int32_t>(full.data() + start, full.size() - start - 1), true);
+      for (size_t t = start + 1; t < full.size(); ++t) lp += logprob(rows.data() + (t - 1 - start) * V, full[t]);
+    }
+    out.push_back(lp);
+  }
+  return out;
+}
+
+// All of a question's tags in one Decoder::forward_tree give every tag the bits of the
+// sequential scorer (a few-token forward per tag, matrix-vector products, against the tree's
+// block products) in the f32 mode, and in the int8 mode where its products are int8 both ways
+// (stories260K; the tiny qwen3 preset's F16 weights take the f32 few-token products there,
+// its distance is printed and bounded). Prompts with and without retrieval, with an adapter.
+TEST(TagScoring, TreeGivesTheSequentialScorersBits) {
+  struct Case {
+    std::string name;
+    std::unique_ptr<nl::Model> model;
+  };
+  std::vector<Case> cases;
+  const fs::path shared = nltest::shared_models_dir();
+  if (!shared.empty() && fs::exists(shared / "stories260K/stories260K.gguf"))
+    cases.push_back({"stories260K", nl::Model::load((shared / "stories260K/stories260K.gguf").string())});
+  else
+    std::printf("[tag scoring] ../shared/models/stories260K absent: checked on the tiny qwen3 preset only\n");
+  const nltest::TempDir dir;
+  nl::SynthOptions so;
+  so.preset = "tiny-qwen3";
+  so.type = nl::QType::F16;
+  so.seed = 4;
+  so.tokenizer = "generated";
+  nl::synth_model((dir.path / "q3.gguf").string(), so);
+  cases.push_back({"tiny-qwen3 f16", nl::Model::load((dir.path / "q3.gguf").string())});
+  std::vector<std::string> tags;
+  for (const std::string& t : nl::lamp2_tags()) tags.push_back(nl::lamp2_completion(t));
+  for (const Case& c : cases) {
+    nl::LoraConfig cfg;
+    cfg.rank = 4;
+    cfg.seed = 5;
+    nl::LoraAdapter adapter = nl::LoraAdapter::init(c.model->config, cfg);
+    for (nl::LoraPair& p : adapter.pairs)
+      for (size_t i = 0; i < p.B.size(); ++i) p.B[i] = 0.05f * std::sin(static_cast<float>(i));
+    const nl::Tokenizer& tok = *c.model->tokenizer;
+    for (const bool exact : {true, false}) {
+      nl::DecoderOptions o = exact ? nl::DecoderOptions::exact(2) : two_threads();
+      nl::Decoder dec(*c.model, o), seq(*c.model, o);
+      dec.set_adapter(&adapter);
+      seq.set_adapter(&adapter);
+      nl::CompletionScorer scorer(dec, tok);
+      double worst = 0;
+      for (const std::string& prompt : {nl::lamp2_prompt("a happy story about a dog"),
+                                        nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}}),
+                                        nl::lamp2_prompt("a little story about a robot")}) {
+        const nl::CompletionScores got = scorer.score(prompt, tags);
+        const std::vector<double> want = sequential_logprobs(seq, tok, prompt, tags);
+        if (exact || c.name == "stories260K") {
+          EXPECT_EQ(got.logprob, want) << c.name << (exact ? ", f32" : ", int8") << ": " << prompt;
+        } else {
+          for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got.logprob[i] - want[i]));
+        }
+      }
+      if (!exact && c.name != "stories260K") {
+        std::printf("[tag scoring] %s, int8: max |tree - sequential| tag log-probability %.3g\n", c.name.c_str(), worst);
+        EXPECT_LE(worst, 0.05) << c.name;
+      }
+    }
+  }
+}
+
+// A context with room for the prompt and any one tag but not for the whole tree: the tree
+// runs in parts, and every score is the bits the roomy decoder gives.
+TEST(TagScoring, TreeRunsInPartsWhenTheContextIsShort) {
+  NL_REQUIRE_SHARED("stories260K/stories260K.gguf", path);
+  std::unique_ptr<nl::Model> model = nl::Model::load(path.string());
+  const nl::Tokenizer& tok = *model->tokenizer;
+  const std::string prompt = nl::lamp2_prompt("a happy story about a dog");
+  size_t longest = 0;  // prompt + tag tokens of the longest candidate
+  for (const std::string& t : nl::lamp2_tags())
+    longest = std::max(longest, tok.encode(prompt + nl::lamp2_completion(t), tok.add_bos_default(), true).size());
+  nl::DecoderOptions o = nl::DecoderOptions::exact(2);
+  nl::Decoder roomy(*model, o);
+  o.max_context = static_cast<int64_t>(longest);
+  nl::Decoder tight(*model, o);
+  nl::CompletionScorer a(roomy, tok), b(tight, tok);
+  const nl::CompletionScores want = a.score_lamp2_tags(prompt), got = b.score_lamp2_tags(prompt);
+  EXPECT_EQ(got.logprob, want.logprob);
+  EXPECT_EQ(got.best, want.best);
+  EXPECT_GT(b.tokens_run(), a.tokens_run()) << "the tree fit: the test does not test parts";
+  // One token less and the longest tag does not fit at all: the decoder's context error.
+  o.max_context = static_cast<int64_t>(longest) - 2;
+  nl::Decoder too_short(*model, o);
+  EXPECT_THROW(nl::score_lamp2_tags(too_short, tok, prompt), nl::Error);
 }
 
 TEST(TagScoring, CompletionThatAddsNothingIsAnError) {

@@ -5,7 +5,9 @@
 //  - attention equals a double-precision definition (causal, grouped-query, over n_past
 //    cached positions plus the new ones) to f32 rounding, with f32 and f16 caches, for query
 //    blocks of 1 to 8 tokens, heads of 8 to 64 values (those of 16 or fewer take their own
-//    path); and a query's result does not depend on the block it is in. (That the small-head
+//    path); and a query's result does not depend on the block it is in;
+//  - a tree of new rows (CachedAttention::parent) gives each row the bits of its
+//    root-to-row path run alone. (That the small-head
 //    path gives the general path's bits is checked end to end: bench/infer_eval.sh's
 //    "same outputs" against the build before it.)
 #include <gtest/gtest.h>
@@ -123,6 +125,64 @@ TEST(CachedAttention, MatchesTheDefinitionWithF32AndF16Caches) {
         for (int64_t t = 0; t < s.T; ++t)
           for (int64_t h = 0; h < s.n_kv; ++h) ks->task(a, t, t + 1, h, scratch.data());
         EXPECT_EQ(one, out) << ks->isa << " " << nl::kv_type_name(type) << ": blocks of queries change the bits";
+      }
+    }
+  }
+}
+
+
+// A tree of new rows (CachedAttention::parent, Decoder::forward_tree): each row's output is
+// the bits of the causal kernel run on the cache followed by its ancestors' keys and values
+// and its own, the row last: each root-to-row path run separately.
+TEST(CachedAttention, TreeRowsGiveTheBitsOfEachPathRunAlone) {
+  struct Shape {
+    int64_t n_past, n_head, n_kv, hd;
+  };
+  // parent[i] < i; -1: a child of the cache. Depths up to 5, siblings, rows past a query block.
+  const std::vector<int32_t> parent = {-1, 0, 1, 1, -1, 4, 5, 6, 6, -1, 9, 2, 11, 12, -1, 14, 15, 14, 3, 7};
+  const int64_t T = static_cast<int64_t>(parent.size());
+  for (const Shape& s : {Shape{0, 4, 2, 16}, Shape{37, 14, 2, 64}, Shape{13, 4, 4, 8}, Shape{203, 8, 8, 8},
+                         Shape{97, 8, 1, 8}, Shape{130, 4, 4, 16}, Shape{9, 6, 3, 20}, Shape{64, 8, 2, 32}}) {
+    const int64_t n = s.n_past + T, qd = s.n_head * s.hd, kvd = s.n_kv * s.hd;
+    const std::vector<float> q = nltest::random_vec(static_cast<size_t>(T * qd), 11, 2.0f);
+    const std::vector<float> k = nltest::random_vec(static_cast<size_t>(n * kvd), 12, 2.0f);
+    const std::vector<float> v = nltest::random_vec(static_cast<size_t>(n * kvd), 13);
+    for (const nl::KvType type : {nl::KvType::F32, nl::KvType::F16}) {
+      const bool f16 = type == nl::KvType::F16;
+      std::vector<uint16_t> k16(k.size()), v16(v.size());
+      for (size_t i = 0; i < k.size(); ++i) k16[i] = nl::f32_to_fp16(k[i]), v16[i] = nl::f32_to_fp16(v[i]);
+      for (const AttentionKernels* ks : sets()) {
+        std::vector<float> out(static_cast<size_t>(T * qd), NAN);
+        nl::infer::CachedAttention a{q.data(), T, s.n_past, s.n_head, s.n_kv, s.hd,
+                                     1.0f / std::sqrt(static_cast<float>(s.hd)), type,
+                                     f16 ? static_cast<const void*>(k16.data()) : k.data(),
+                                     f16 ? static_cast<const void*>(v16.data()) : v.data(), out.data()};
+        a.parent = parent.data();
+        std::vector<float> scratch(static_cast<size_t>(nl::infer::cached_attention_scratch(s.n_head, s.n_kv, n, s.hd)));
+        for (int64_t t0 = 0; t0 < T; t0 += nl::infer::kMaxQueryBlock)
+          for (int64_t h = 0; h < s.n_kv; ++h)
+            ks->task(a, t0, std::min(T, t0 + nl::infer::kMaxQueryBlock), h, scratch.data());
+        for (int64_t t = 0; t < T; ++t) {
+          std::vector<int64_t> path;  // tree rows from the root down to t
+          for (int32_t r = static_cast<int32_t>(t); r >= 0; r = parent[static_cast<size_t>(r)]) path.insert(path.begin(), r);
+          const int64_t len = s.n_past + static_cast<int64_t>(path.size());
+          // The cache, then the path's keys and values, as one causal sequence.
+          std::vector<float> kp(static_cast<size_t>(len * kvd)), vp(kp.size());
+          std::vector<uint16_t> kp16(kp.size()), vp16(kp.size());
+          const auto row = [&](int64_t j) { return j < s.n_past ? j : s.n_past + path[static_cast<size_t>(j - s.n_past)]; };
+          for (int64_t j = 0; j < len; ++j)
+            for (int64_t e = 0; e < kvd; ++e) {
+              const size_t to = static_cast<size_t>(j * kvd + e), from = static_cast<size_t>(row(j) * kvd + e);
+              kp[to] = k[from], vp[to] = v[from], kp16[to] = k16[from], vp16[to] = v16[from];
+            }
+          std::vector<float> alone(static_cast<size_t>(qd), NAN);
+          nl::infer::CachedAttention b{q.data() + t * qd, 1, len - 1, s.n_head, s.n_kv, s.hd, a.scale, type,
+                                       f16 ? static_cast<const void*>(kp16.data()) : kp.data(),
+                                       f16 ? static_cast<const void*>(vp16.data()) : vp.data(), alone.data()};
+          for (int64_t h = 0; h < s.n_kv; ++h) ks->task(b, 0, 1, h, scratch.data());
+          EXPECT_EQ(alone, std::vector<float>(out.begin() + t * qd, out.begin() + (t + 1) * qd))
+              << ks->isa << " " << nl::kv_type_name(type) << " n_past " << s.n_past << " hd " << s.hd << " row " << t;
+        }
       }
     }
   }

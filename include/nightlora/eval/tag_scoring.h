@@ -9,14 +9,19 @@
 // each given every token before it. No EOS is scored. The highest score wins; ties go to the
 // lower label index.
 //
-// The prompt is run once and the decoder's cache rewound to it for each candidate
-// (Decoder::truncate), so scoring 15 tags costs one prompt plus the continuations of the
-// tags of more than one token (a tag's first token is scored from the prompt's own logits;
-// its last token is never run; tags that begin with the same tokens run them once, visited
-// as a tree). A CompletionScorer also keeps the cache between prompts:
-// LaMP-2 prompts without retrieval share the instruction (about 200 tokens), which is then
-// run once for all questions. Rewinding changes no number: every position's logits are
-// those of one forward of prompt + completion (tested).
+// The prompt is run once, then every candidate's continuation in one
+// Decoder::forward_tree: the candidates' tokens after the prompt (but their last, whose
+// logits nothing reads) as a tree, tags that begin with the same tokens sharing them, each
+// token attending to the prompt's cache and its ancestors. So scoring 15 tags costs one
+// prompt plus one block of the tree's tokens (one engine product per projection), where a
+// forward per tag read every weight 15 times. A tag's first token is scored from the
+// prompt's own logits. A CompletionScorer also keeps the cache between prompts: LaMP-2
+// prompts without retrieval share the instruction (about 200 tokens), which is then run
+// once for all questions. Neither changes a number where the engine's products give a row
+// the same bits whatever rows run with it (the f32 mode; int8 on Q4_0/Q8_0): every
+// position's logits are those of one forward of prompt + completion (tested); in the int8
+// mode on other types a tag's log-probability moves by the int8 rounding of its block
+// (docs/ARCHITECTURE.md, Inference).
 #pragma once
 #include <cstdint>
 #include <string>

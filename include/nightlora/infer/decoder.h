@@ -91,6 +91,23 @@ class Decoder {
   // vocabulary or when the context would overflow.
   std::vector<float> forward(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // Runs a tree of continuations of the cached context in one block: token i's parent is
+  // tokens[parent[i]] (parent[i] < i), or the cached context when parent[i] is -1; it sits at
+  // position n_past() + its depth (0 for a child of the context) and attends to the cached
+  // positions, its ancestors and itself. So each root-to-token path gets the logits a forward
+  // of that path after the cache would give; every projection is one engine product over all
+  // the tree's tokens (the candidates of a tag scorer at the cost of one prompt block rather
+  // than one small forward each). Returns every token's logits (size x vocab, row-major). The
+  // cache keeps n_past() positions afterwards (nothing of the tree is kept), but needs room
+  // for n_past() + size while the tree runs.
+  // Exactness: in a precision whose products give a row the same bits whatever rows run
+  // with it (f32 everywhere; int8 on Q4_0/Q8_0, or with few_token_f32 off), row i has the
+  // bits of the last row of forward(path to i, all_logits) after the same cache. Where
+  // few_token_f32 runs a few-token forward in f32 but this block in int8, the rows differ by
+  // the int8 mode's rounding (docs/ARCHITECTURE.md, Inference). Throws nl::Error for a parent
+  // out of range, a token outside the vocabulary or a context without room.
+  std::vector<float> forward_tree(std::span<const int32_t> tokens, std::span<const int32_t> parent);
+
   int64_t n_past() const;
   int64_t max_context() const;
   // Forgets the cached context: the next forward starts at position 0.
