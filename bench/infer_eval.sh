@@ -15,6 +15,10 @@
 #             held-out loss of the candidate and of the base model on the held-out items
 #             (`eval`, f32), and the task's metric, tag accuracy of both on the held-out
 #             questions (`lamp2-eval`)
+#   job       the gate as the job itself runs it: `nightlora nightly` again on a copy of the
+#             night's folder as it stood before its decision, so the one process loads the model
+#             once, scores both adapters (held-out loss and tag accuracy), decides, publishes
+#             and seals (steps 4-6)
 #   lamp2     `lamp2-eval` of the user's 25 questions with the candidate, no retrieval
 #   lamp2-k4  the same with 4 retrieved profile items in each prompt
 # NL_NO_BUILD=1 uses the nightlora already in $NL_BUILD_DIR (default build-bench) as --new.
@@ -50,12 +54,24 @@ mkdir -p "$out"
 
 "$new" make-lamp2 --users 1 --items-per-user 60 --questions-per-user 25 --seed 3 --tags-per-user 2 --noise 0.1 \
   --out "$out/data" >/dev/null
-"$new" nightly --task lamp2 --model "$model" --user-data "$out/data" --user "$user" --out "$out/job" --threads "$threads" \
-  --batch 4 --rank 8 --iters 60 --lr 5e-3 --save-every 1000 --no-report -- --normal-priority > "$out/nightly.log" 2>&1
+# night_cmd BIN JOB_DIR: sets `night` to the command of one night of the LaMP-2 task, with this
+# benchmark's settings.
+night_cmd() {
+  night=("$1" nightly --task lamp2 --model "$model" --user-data "$out/data" --user "$user" --out "$2" --threads "$threads"
+         --batch 4 --rank 8 --iters 60 --lr 5e-3 --save-every 1000 --no-report -- --normal-priority)
+}
+night_cmd "$new" "$out/job"
+"${night[@]}" > "$out/nightly.log" 2>&1
 run=$out/job/runs/0001
 [ -f "$run/candidate/adapter_config.json" ] || { echo "infer_eval.sh: the night left no candidate (see $out/nightly.log)" >&2; exit 1; }
 seq_len=$("$NL_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["settings"].get("seq_len", 512))' "$run/run.json")
 k=$("$NL_PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"].get("k_retrieved", 0))' "$run/run.json")
+
+# The job folder as it stood before the night's decision (training done, nothing scored): the
+# `job` case runs the job's own steps 4-6 from a copy of it.
+pre=$out/job-before-decision
+rm -rf "$pre"; cp -a "$out/job" "$pre"
+rm -rf "$pre/runs/0001/eval.json" "$pre/runs/0001/decision.json" "$pre/runs/0001/summary.md" "$pre/current" "$pre/adapters/0001"
 
 # One command, timed: its wall, user and system seconds to FILE, in microseconds' resolution
 # (the child's rusage from wait4; /usr/bin/time prints hundredths, and a gate of four commands
@@ -96,6 +112,14 @@ run_case() {
         --retrieve "$k" --adapter "$run/candidate" --json "${la[@]}" > "$res.cand-tags.json"
       timed "$bin" lamp2-eval "${common[@]}" --questions "$run/heldout_questions.json" --outputs "$run/heldout_outputs.json" \
         --retrieve "$k" --json "${la[@]}" > "$res.base-tags.json" ;;
+    job)  # the same decision as the job makes it: one process, the model loaded once
+      rm -rf "$res.job"; cp -a "$pre" "$res.job"
+      night_cmd "$bin" "$res.job"
+      timed "${night[@]}" > "$res.job.log" 2>&1
+      "$NL_PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+d["current"].pop("adapter", None)
+print(json.dumps({k: d[k] for k in ("outcome", "reason", "candidate", "current")}))' "$res.job/runs/0001/decision.json" > "$res.json" ;;
     lamp2)
       timed "$bin" lamp2-eval "${common[@]}" --questions "$out/data/questions.json" --outputs "$out/data/outputs.json" \
         --user "$user" --adapter "$run/candidate" --json "${la[@]}" > "$res.json" ;;
@@ -112,7 +136,7 @@ echo "base: ${base:-(none)}"
 echo "new:  $new${new_eval_args:+ (eval $new_eval_args)}${new_lamp2_args:+ (lamp2-eval $new_lamp2_args)}"
 : > "$out/times.tsv"
 for ((r = 1; r <= reps; r++)); do
-  for c in gate lamp2 lamp2-k4; do
+  for c in gate job lamp2 lamp2-k4; do
     for side in "${sides[@]}"; do
       mkdir -p "$out/$side"
       if [ "$side" = base ]; then s=$(run_case "$base" "$c" "$out/$side/$c")
@@ -123,17 +147,37 @@ for ((r = 1; r <= reps; r++)); do
 done
 
 if [ -n "$base" ]; then
-  # Same outputs (eval's JSON names no binary; lamp2-eval's holds every tag's log-probability).
+  # Same outputs (eval's JSON names no binary; lamp2-eval's holds every tag's log-probability):
+  # identical, or else whether every prediction, count and metric is, and how far the numbers
+  # that differ are apart (relative).
   same=yes
   for f in "$out"/new/*.json; do
     # eval --json of the new binary also says which precision it used.
-    if ! "$NL_PY" - "$out/base/$(basename "$f")" "$f" <<'PY'; then same=no; echo "outputs differ: $(basename "$f")"; fi
+    if ! verdict=$("$NL_PY" - "$out/base/$(basename "$f")" "$f" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 for d in (a, b):
     if isinstance(d, dict): d.pop("precision", None)
-sys.exit(0 if a == b else 1)
+if a == b: sys.exit(0)
+fields, worst = set(), 0.0
+def walk(x, y, path):
+    global worst
+    if isinstance(x, dict) and isinstance(y, dict):
+        for k in set(x) | set(y): walk(x.get(k), y.get(k), path + "/" + k)
+    elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+        for u, v in zip(x, y): walk(u, v, path)
+    elif x != y:
+        fields.add(path)
+        if isinstance(x, float) and isinstance(y, float):
+            worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+        else:
+            worst = float("inf")
+walk(a, b, "")
+print(f"{', '.join(sorted(fields))} differ by at most {worst:.1e} (relative)"
+      + ("; every prediction and metric is the same" if "/items/tag_logprob" in fields and len(fields) == 1 else ""))
+sys.exit(1)
 PY
+    ); then same=no; echo "outputs differ: $(basename "$f"): $verdict"; fi
   done
   echo "same outputs (every loss, every tag log-probability): $same${new_eval_args:+ (the new side ran eval with other arguments)}${new_lamp2_args:+ (the new side ran lamp2-eval with other arguments)}"
 fi
@@ -146,7 +190,7 @@ for line in open(sys.argv[1]):
     c, side, s, u = line.split("\t")
     t[(c, side)].append(float(s))
     cpu[(c, side)].append(float(u))
-cases = ["gate", "lamp2", "lamp2-k4"]
+cases = ["gate", "job", "lamp2", "lamp2-k4"]
 has_base = any(side == "base" for _, side in t)
 print("| case | base wall s | new wall s | speed-up | base CPU s | new CPU s | speed-up |" if has_base
       else "| case | new wall s | new CPU s |")
