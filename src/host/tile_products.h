@@ -30,4 +30,12 @@ void add_outer(const float* const P[kTileRows], int np, const float* const X[kTi
 void weighted_cols(const float* P, int64_t ldp, int np, const float* X, int64_t ldx, int64_t nt, int64_t n,
                    float scale, float* Y, int64_t ldy);
 
+// Whether weighted_rows, add_outer and weighted_cols run their AVX-512 build (16-float
+// slabs, the same bits as the eight-float build: each output is one lane's chain): where
+// the CPU and the OS have AVX-512 F/BW/CD/DQ/VL (x86-64 GCC builds), unless turned off.
+bool wide_vectors_available();
+bool wide_vectors();
+// For tests and benchmarks: the eight-float build everywhere (off = true), or back.
+void turn_wide_vectors_off(bool off);
+
 }  // namespace nl::tile
