@@ -233,6 +233,61 @@ void dots_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk
   }
 }
 
+// dots_n for the AVX-512 build: four rows by four keys, rows paired in 16-float registers
+// (row a in lanes 0-7, row a+1 in lanes 8-15) against each key's eight floats in both
+// halves. Each half is dots_n's eight-float sum of its row, the same operations in the
+// same order, so the results are dots_n's bits; one fused multiply-add now serves two rows.
+// (Rows past nx repeat an earlier one, as in dots_n, and are not stored.)
+template <bool kTail>
+void dots_wide_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n,
+                 float scale, float* S, int64_t lds) {
+  const int64_t n8 = n / 8 * 8;
+  const Slab<false> tail(n8, n);
+  const auto pair = [](f8 lo, f8 hi) -> f16v {
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  };
+  const auto low = [](f16v v) -> f8 { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); };
+  const auto high = [](f16v v) -> f8 { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); };
+  for (int64_t j0 = 0; j0 < nk; j0 += 4) {
+    const int64_t nj = std::min<int64_t>(4, nk - j0);
+    const float* k[4];
+    for (int64_t b = 0; b < 4; ++b) k[b] = K + (j0 + std::min(b, nj - 1)) * ldk;  // past nk: repeated, not stored
+    for (int a = 0; a < nx; a += 4) {  // four rows (two pairs) by four keys: eight sums in registers
+      const float* x[4];
+      for (int r = 0; r < 4; ++r) x[r] = a + r < nx ? X[a + r] : X[a];
+      f16v acc[2][4] = {};
+      for (int64_t i = 0; i < n8; i += 8) {
+        const f16v x01 = pair(load8(x[0] + i), load8(x[1] + i)), x23 = pair(load8(x[2] + i), load8(x[3] + i));
+        for (int b = 0; b < 4; ++b) {
+          const f8 k8 = load8(k[b] + i);
+          const f16v kb = pair(k8, k8);
+          acc[0][b] += x01 * kb;
+          acc[1][b] += x23 * kb;
+        }
+      }
+      if constexpr (kTail) {
+        const f16v x01 = pair(tail.load(x[0] + n8), tail.load(x[1] + n8));
+        const f16v x23 = pair(tail.load(x[2] + n8), tail.load(x[3] + n8));
+        for (int b = 0; b < 4; ++b) {
+          const f8 k8 = tail.load(k[b] + n8);
+          const f16v kb = pair(k8, k8);
+          acc[0][b] += x01 * kb;
+          acc[1][b] += x23 * kb;
+        }
+      }
+      f4 row[4];
+      for (int p = 0; p < 2; ++p) {
+        row[2 * p] = vec4::splat(scale) * lane_sums(halves_sum(low(acc[p][0])), halves_sum(low(acc[p][1])),
+                                                    halves_sum(low(acc[p][2])), halves_sum(low(acc[p][3])));
+        row[2 * p + 1] = vec4::splat(scale) * lane_sums(halves_sum(high(acc[p][0])), halves_sum(high(acc[p][1])),
+                                                        halves_sum(high(acc[p][2])), halves_sum(high(acc[p][3])));
+      }
+      for (int r = 0; r < 4; ++r)
+        if (a + r < nx) store_n(S + (a + r) * lds + j0, row[r], nj);
+    }
+  }
+}
+
 // The three column-wise products for slabs of L floats (8, or 16 in the AVX-512 build).
 template <int L>
 void weighted_rows_by(const float* const P[kTileRows], int np, const float* R, int64_t ldr, int64_t nk, int64_t n,
@@ -264,6 +319,12 @@ std::atomic<bool> wide_turned_off{false};
 #define NL_TILE_WIDE 1
 #define NL_WIDE_KERNEL __attribute__((target("arch=x86-64-v4"), flatten, noinline))
 namespace {
+NL_WIDE_KERNEL
+void dots_wide(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
+               float* S, int64_t lds) {
+  if (n % 8 != 0) return dots_wide_n<true>(X, nx, K, ldk, nk, n, scale, S, lds);
+  dots_wide_n<false>(X, nx, K, ldk, nk, n, scale, S, lds);
+}
 NL_WIDE_KERNEL
 void weighted_rows_wide(const float* const P[kTileRows], int np, const float* R, int64_t ldr, int64_t nk, int64_t n,
                         float scale, float* const Out[kTileRows], bool accumulate) {
@@ -305,6 +366,9 @@ void turn_wide_vectors_off(bool off) { wide_turned_off.store(off, std::memory_or
 NL_HOST_KERNEL
 void dots(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n, float scale,
           float* S, int64_t lds) {
+#if NL_TILE_WIDE
+  if (nx > 2 && wide_vectors()) return dots_wide(X, nx, K, ldk, nk, n, scale, S, lds);
+#endif
   if (n % 8 != 0) return dots_n<true>(X, nx, K, ldk, nk, n, scale, S, lds);
   dots_n<false>(X, nx, K, ldk, nk, n, scale, S, lds);
 }

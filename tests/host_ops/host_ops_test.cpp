@@ -116,8 +116,9 @@ TEST(TileProducts, MatchTheDefinitionForEveryRowCountAndRaggedLength) {
     }
 }
 
-// The AVX-512 build of weighted_rows, add_outer and weighted_cols (16-float slabs) gives
-// the eight-float build's bits: every output is one lane's chain, whatever the lane. Lengths
+// The AVX-512 build of the tile products gives the eight-float build's bits: in
+// weighted_rows, add_outer and weighted_cols (16-float slabs) every output is one lane's
+// chain, whatever the lane; dots pairs two rows' eight-float sums in one register. Lengths
 // that take every slab path: groups of 16-float slabs, single ones, a full 8-float slab, a
 // partial one; strides wider than the rows; with and without accumulation.
 TEST(TileProducts, WideVectorsGiveTheEightFloatBits) {
@@ -140,7 +141,7 @@ TEST(TileProducts, WideVectorsGiveTheEightFloatBits) {
       const float* xr[tile::kTileRows];
       const float* pr[tile::kTileRows];
       for (int a = 0; a < rows; ++a) xr[a] = X.data() + a * ld, pr[a] = P.data() + a * nk;
-      Vec got[2][4];
+      Vec got[2][5];
       for (int narrow = 0; narrow < 2; ++narrow) {
         tile::turn_wide_vectors_off(narrow == 1);
         EXPECT_EQ(tile::wide_vectors(), narrow == 0);
@@ -155,9 +156,11 @@ TEST(TileProducts, WideVectorsGiveTheEightFloatBits) {
         tile::add_outer(pr, rows, xr, nk, n, 1.5f, out[2].data(), ld);
         out[3] = O0;
         tile::weighted_cols(PT.data(), rows, rows, K.data(), ld, nk, n, 0.5f, out[3].data(), ld);
+        out[4].assign(static_cast<size_t>(rows * (nk + 2)), -1.0f);
+        tile::dots(xr, rows, K.data(), ld, nk, n, 0.25f, out[4].data(), nk + 2);
       }
-      const char* names[4] = {"weighted_rows", "weighted_rows (accumulate)", "add_outer", "weighted_cols"};
-      for (int k = 0; k < 4; ++k) same_bits(got[0][k], got[1][k], names[k], rows, n);
+      const char* names[5] = {"weighted_rows", "weighted_rows (accumulate)", "add_outer", "weighted_cols", "dots"};
+      for (int k = 0; k < 5; ++k) same_bits(got[0][k], got[1][k], names[k], rows, n);
       // Past n (the stride's padding) nothing was written.
       for (int a = 0; a < rows; ++a)
         for (int64_t i = n; i < ld; ++i) ASSERT_EQ(got[0][0][a * ld + i], O0[a * ld + i]);
