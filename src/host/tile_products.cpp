@@ -4,6 +4,10 @@
 #include <atomic>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "vec4.h"
 
 namespace nl::tile {
@@ -233,60 +237,61 @@ void dots_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk
   }
 }
 
-// dots_n for the AVX-512 build: four rows by four keys, rows paired in 16-float registers
-// (row a in lanes 0-7, row a+1 in lanes 8-15) against each key's eight floats in both
-// halves. Each half is dots_n's eight-float sum of its row, the same operations in the
-// same order, so the results are dots_n's bits; one fused multiply-add now serves two rows.
-// (Rows past nx repeat an earlier one, as in dots_n, and are not stored.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// dots_n for the AVX-512 build: four rows by four keys, keys paired in 16-float registers
+// (key b in lanes 0-7, key b+1 in lanes 8-15) against each row's eight floats broadcast to
+// both halves. Each half is dots_n's eight-float sum of its row and key, the same fused
+// multiply-adds in the same order, so the results are dots_n's bits, with one 512-bit
+// multiply-add for two of dots_n's. (The row's broadcast is a load; pairing the keys
+// instead of the rows takes two inserts per 8 multiply-adds, not six shuffles.) Rows past
+// nx repeat an earlier one, as in dots_n, and are not stored. Built for x86-64-v4 only: it
+// runs under dots_wide, where the CPU has AVX-512.
+#define NL_V4 __attribute__((target("arch=x86-64-v4")))
+NL_V4 inline f16v both_halves(f8 v) { return _mm512_broadcast_f32x8(v); }
+NL_V4 inline f16v halves(f8 lo, f8 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+NL_V4 inline f16v fma16(f16v a, f16v b, f16v c) { return _mm512_fmadd_ps(a, b, c); }
 template <bool kTail>
-void dots_wide_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk, int64_t nk, int64_t n,
-                 float scale, float* S, int64_t lds) {
+NL_V4 void dots_wide_n(const float* const X[kTileRows], int nx, const float* K,
+                                                             int64_t ldk, int64_t nk, int64_t n, float scale, float* S,
+                                                             int64_t lds) {
   const int64_t n8 = n / 8 * 8;
   const Slab<false> tail(n8, n);
-  const auto pair = [](f8 lo, f8 hi) -> f16v {
-    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  };
   const auto low = [](f16v v) -> f8 { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); };
   const auto high = [](f16v v) -> f8 { return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15); };
   for (int64_t j0 = 0; j0 < nk; j0 += 4) {
     const int64_t nj = std::min<int64_t>(4, nk - j0);
     const float* k[4];
     for (int64_t b = 0; b < 4; ++b) k[b] = K + (j0 + std::min(b, nj - 1)) * ldk;  // past nk: repeated, not stored
-    for (int a = 0; a < nx; a += 4) {  // four rows (two pairs) by four keys: eight sums in registers
+    for (int a = 0; a < nx; a += 4) {  // four rows by two key pairs: eight sums in registers
       const float* x[4];
       for (int r = 0; r < 4; ++r) x[r] = a + r < nx ? X[a + r] : X[a];
-      f16v acc[2][4] = {};
+      f16v acc[4][2] = {};
       for (int64_t i = 0; i < n8; i += 8) {
-        const f16v x01 = pair(load8(x[0] + i), load8(x[1] + i)), x23 = pair(load8(x[2] + i), load8(x[3] + i));
-        for (int b = 0; b < 4; ++b) {
-          const f8 k8 = load8(k[b] + i);
-          const f16v kb = pair(k8, k8);
-          acc[0][b] += x01 * kb;
-          acc[1][b] += x23 * kb;
+        const f16v k01 = halves(load8(k[0] + i), load8(k[1] + i)), k23 = halves(load8(k[2] + i), load8(k[3] + i));
+        for (int r = 0; r < 4; ++r) {
+          const f16v xr = both_halves(load8(x[r] + i));
+          acc[r][0] = fma16(xr, k01, acc[r][0]);
+          acc[r][1] = fma16(xr, k23, acc[r][1]);
         }
       }
       if constexpr (kTail) {
-        const f16v x01 = pair(tail.load(x[0] + n8), tail.load(x[1] + n8));
-        const f16v x23 = pair(tail.load(x[2] + n8), tail.load(x[3] + n8));
-        for (int b = 0; b < 4; ++b) {
-          const f8 k8 = tail.load(k[b] + n8);
-          const f16v kb = pair(k8, k8);
-          acc[0][b] += x01 * kb;
-          acc[1][b] += x23 * kb;
+        const f16v k01 = halves(tail.load(k[0] + n8), tail.load(k[1] + n8));
+        const f16v k23 = halves(tail.load(k[2] + n8), tail.load(k[3] + n8));
+        for (int r = 0; r < 4; ++r) {
+          const f16v xr = both_halves(tail.load(x[r] + n8));
+          acc[r][0] = fma16(xr, k01, acc[r][0]);
+          acc[r][1] = fma16(xr, k23, acc[r][1]);
         }
       }
-      f4 row[4];
-      for (int p = 0; p < 2; ++p) {
-        row[2 * p] = vec4::splat(scale) * lane_sums(halves_sum(low(acc[p][0])), halves_sum(low(acc[p][1])),
-                                                    halves_sum(low(acc[p][2])), halves_sum(low(acc[p][3])));
-        row[2 * p + 1] = vec4::splat(scale) * lane_sums(halves_sum(high(acc[p][0])), halves_sum(high(acc[p][1])),
-                                                        halves_sum(high(acc[p][2])), halves_sum(high(acc[p][3])));
+      for (int r = 0; r < 4; ++r) {
+        const f4 row = vec4::splat(scale) * lane_sums(halves_sum(low(acc[r][0])), halves_sum(high(acc[r][0])),
+                                                      halves_sum(low(acc[r][1])), halves_sum(high(acc[r][1])));
+        if (a + r < nx) store_n(S + (a + r) * lds + j0, row, nj);
       }
-      for (int r = 0; r < 4; ++r)
-        if (a + r < nx) store_n(S + (a + r) * lds + j0, row[r], nj);
     }
   }
 }
+#endif
 
 // The three column-wise products for slabs of L floats (8, or 16 in the AVX-512 build).
 template <int L>
