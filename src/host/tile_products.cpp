@@ -247,7 +247,9 @@ void dots_n(const float* const X[kTileRows], int nx, const float* K, int64_t ldk
 // nx repeat an earlier one, as in dots_n, and are not stored. Built for x86-64-v4 only: it
 // runs under dots_wide, where the CPU has AVX-512.
 #define NL_V4 __attribute__((target("arch=x86-64-v4")))
-NL_V4 inline f16v both_halves(f8 v) { return _mm512_broadcast_f32x8(v); }
+// (The masked broadcast with every lane selected: the plain intrinsic passes an undefined
+// vector that GCC 12 warns about, -Wmaybe-uninitialized; the code is the same.)
+NL_V4 inline f16v both_halves(f8 v) { return _mm512_maskz_broadcast_f32x8(0xFFFF, v); }
 NL_V4 inline f16v halves(f8 lo, f8 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 NL_V4 inline f16v fma16(f16v a, f16v b, f16v c) { return _mm512_fmadd_ps(a, b, c); }
 template <bool kTail>
