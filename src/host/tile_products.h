@@ -1,4 +1,5 @@
-// Small dense products on eight-float vectors (tile_products.cpp) for the host ops whose matrices are
+// Small dense products on eight-float vectors (tile_products.cpp; where the CPU has AVX-512,
+// on 16-float ones with the same results: wide_vectors below) for the host ops whose matrices are
 // too small or too short-lived for the frozen engine: the attention tiles and the LoRA
 // branch (rank-wide matrices). Each takes up to kTileRows row pointers (np or nx of them
 // real) and streams the other operand's rows past them, so the kTileRows rows' partial
