@@ -47,7 +47,8 @@ void block_rows(T* M, int64_t ld, int64_t col, int64_t t0, int nq, T* rows[kQuer
 // The sum runs over four-float vectors; the exponentials are made eight at a time (vec4's
 // exponential is the same arithmetic lane by lane at either width), their two halves added
 // to the sum one after the other as two four-float steps add them: the same bits as four
-// at a time, with half the instructions for the exponential in the x86-64-v3 build.
+// at a time, with half the instructions for the exponential in the x86-64-v3 build (on Zen
+// 5, 0.97-1.37% of the training step's CPU samples before, 0.85% after).
 NL_HOST_KERNEL
 float exp_shifted(float* p, int64_t valid, int64_t n, float shift) {
   const f4 s = vec4::splat(shift);
