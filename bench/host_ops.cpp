@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   const double causal_product = 2.0 * cfg.n_head * hd * (T * (T + 1) / 2.0);
   // The attention and LoRA products with the tile products' AVX-512 build (the default where
   // the CPU has it) and, side by side, their eight-float build ("[8-float]" lines, not in
-  // the total).
+  // the total); the loss below too (its exponentials, same switch).
   const bool wide = nl::tile::wide_vectors_available();
   auto report_widths = [&](const char* name, WidthTimes s, double flops) {
     report(name, s.wide, flops);
@@ -183,13 +183,16 @@ int main(int argc, char** argv) {
   std::vector<int32_t> labels(loss_rows);
   for (int64_t r = 0; r < loss_rows; ++r) labels[r] = static_cast<int32_t>((r * 7919) % cfg.vocab);
   std::vector<double> nll(loss_rows);
-  const double s_loss = median_seconds(reps, [&] {
+  const WidthTimes s_loss = median_seconds_by_width(reps, [&] {
     std::copy(logits0.begin(), logits0.end(), logits.begin());
     nl::cross_entropy_chunk(logits.data(), labels.data(), loss_rows, cfg.vocab, 1.0f, nll.data(), pool);
   });
   std::printf("%-34s %10.3f %10s %8s   (x %lld chunks per step of %lld tokens; includes copying the logits back)\n",
-              "loss, one chunk", s_loss * 1e3, "-", "-", static_cast<long long>((T + loss_rows - 1) / loss_rows),
+              "loss, one chunk", s_loss.wide * 1e3, "-", "-", static_cast<long long>((T + loss_rows - 1) / loss_rows),
               static_cast<long long>(T));
+  if (wide)
+    std::printf("%-34s %10.3f   (ratio %.3f)\n", "  loss, one chunk [8-float]", s_loss.eight * 1e3,
+                s_loss.eight / s_loss.wide);
   std::printf("%-34s %10.3f   (one block, without the loss)\n", "total", total * 1e3);
   return 0;
 }

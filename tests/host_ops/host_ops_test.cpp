@@ -303,6 +303,34 @@ TEST(CrossEntropy, LossAndGradientMatchTheDefinition) {
   for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], want_grad[i], 1e-6) << i;
 }
 
+// The AVX-512 build of the loss (exponentials 16 at a time, each 8-float half summed in
+// turn) gives the 8-float build's bits, on rows of any length: runs of 256 with 16-float
+// steps, an 8-float step left over, a partial vector.
+TEST(CrossEntropy, WideVectorsGiveTheEightFloatBits) {
+  if (!tile::wide_vectors_available()) GTEST_SKIP() << "this CPU (or build) has no AVX-512 host ops";
+  struct Restore {
+    ~Restore() { tile::turn_wide_vectors_off(false); }
+  } restore;
+  ThreadPool pool(2);
+  for (int64_t V : {7, 8, 24, 256, 1003, 4104, 151936}) {
+    const int64_t C = 3;
+    const Vec logits0 = random_vec(C * V, 22, 12.0f);
+    const std::vector<int32_t> labels{0, static_cast<int32_t>(V - 1), static_cast<int32_t>(V / 2)};
+    Vec got[2];
+    std::vector<double> loss[2];
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      tile::turn_wide_vectors_off(narrow == 1);
+      got[narrow] = logits0;
+      loss[narrow].assign(C, 0.0);
+      cross_entropy_chunk(got[narrow].data(), labels.data(), C, V, 0.25f, loss[narrow].data(), pool);
+    }
+    for (int64_t r = 0; r < C; ++r)
+      ASSERT_EQ(std::bit_cast<uint64_t>(loss[0][r]), std::bit_cast<uint64_t>(loss[1][r])) << "V " << V << ", row " << r;
+    for (size_t i = 0; i < got[0].size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[0][i]), std::bit_cast<uint32_t>(got[1][i])) << "V " << V << " [" << i << "]";
+  }
+}
+
 TEST(RmsNorm, ForwardAndBackwardMatchTheDefinitionForAnyThreadCount) {
   const int64_t rows = 70;  // two tasks of rows
   for (int64_t n : {5, 37, 896}) {
