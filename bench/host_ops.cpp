@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../src/host/ops.h"
+#include "../src/host/tile_products.h"
 #include "nightlora/host/lora.h"
 #include "nightlora/modelio/synth.h"
 #include "peak_kernels.h"
@@ -41,6 +43,31 @@ double median_seconds(int reps, const std::function<void()>& fn) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// The median times of fn with the tile products' AVX-512 build (16-float slabs) and with
+// their eight-float build, runs alternating (after one untimed run each): {wide, eight}.
+// Where there is no AVX-512 build both are the eight-float time.
+struct WidthTimes {
+  double wide = 0, eight = 0;
+};
+WidthTimes median_seconds_by_width(int reps, const std::function<void()>& fn) {
+  if (!nl::tile::wide_vectors_available()) {
+    const double s = median_seconds(reps, fn);
+    return {s, s};
+  }
+  std::vector<double> t[2];
+  for (int i = -1; i < reps; ++i)
+    for (int k = 0; k < 2; ++k) {
+      const int narrow = (i + k) % 2 == 0 ? 1 : 0;  // alternate which goes first
+      nl::tile::turn_wide_vectors_off(narrow == 1);
+      const auto a = std::chrono::steady_clock::now();
+      fn();
+      if (i >= 0) t[narrow].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
+  nl::tile::turn_wide_vectors_off(false);
+  for (auto& v : t) std::sort(v.begin(), v.end());
+  return {t[0][t[0].size() / 2], t[1][t[1].size() / 2]};
 }
 
 }  // namespace
@@ -84,37 +111,51 @@ int main(int argc, char** argv) {
   const int64_t seq_start[2] = {0, T};
   nl::AttnShape as{T, cfg.n_head, cfg.n_kv_head, hd, seq_start, 1, scratch.data()};
   const double causal_product = 2.0 * cfg.n_head * hd * (T * (T + 1) / 2.0);
-  report("attention forward", median_seconds(reps, [&] {
-           nl::attention_forward(as, q.data(), k.data(), v.data(), out.data(), lse.data(), pool);
-         }), 2 * causal_product);
-  report("attention backward", median_seconds(reps, [&] {
-           nl::attention_backward(as, dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(), dq.data(),
-                                  dk.data(), dv.data(), pool);
-         }), 5 * causal_product);
+  // The attention and LoRA products with the tile products' AVX-512 build (the default where
+  // the CPU has it) and, side by side, their eight-float build ("[8-float]" lines, not in
+  // the total); the loss below too (its exponentials, same switch).
+  const bool wide = nl::tile::wide_vectors_available();
+  auto report_widths = [&](const char* name, WidthTimes s, double flops) {
+    report(name, s.wide, flops);
+    if (!wide) return;
+    report((std::string("  ") + name + " [8-float]").c_str(), s.eight, flops);
+    total -= s.eight;  // (the side-by-side line is not part of the block's total)
+    std::printf("%-34s %10.3f   (8-float time / AVX-512 time)\n", "  ratio", s.eight / s.wide);
+  };
+  report_widths("attention forward", median_seconds_by_width(reps, [&] {
+                  nl::attention_forward(as, q.data(), k.data(), v.data(), out.data(), lse.data(), pool);
+                }), 2 * causal_product);
+  report_widths("attention backward", median_seconds_by_width(reps, [&] {
+                  nl::attention_backward(as, dout.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
+                                         dq.data(), dk.data(), dv.data(), pool);
+                }), 5 * causal_product);
 
   // The LoRA branch on the seven projections, summed: down (z = x·Aᵀ), up (y += z·Bᵀ),
   // parameter gradients (dB, dz, dA) and the input gradient (dx += dz·A).
-  double s_down = 0, s_up = 0, s_params = 0, s_input = 0, sum_in = 0, sum_out = 0;
+  WidthTimes s_down, s_up, s_params, s_input;
+  double sum_in = 0, sum_out = 0;
+  const auto add = [](WidthTimes& a, WidthTimes b) { a.wide += b.wide, a.eight += b.eight; };
   for (int p = 0; p < nl::kNumProj; ++p) {
     auto [in, o] = nl::proj_shape(cfg, static_cast<nl::Proj>(p));
     const Vec A = random_vec(rank * in, 10 + p, 0.1f), B = random_vec(o * rank, 20 + p, 0.1f),
               x = random_vec(T * in, 30 + p, 1), dy = random_vec(T * o, 40 + p, 1);
     Vec z(T * rank), y(T * o), dz(T * rank), dA(rank * in), dB(o * rank), dx(T * in);
     const nl::LoraBranch L{A.data(), B.data(), rank, in, o, 2.0f, 0.0f, 0};
-    s_down += median_seconds(reps, [&] { nl::lora_down(L, x.data(), T, z.data(), pool); });
-    s_up += median_seconds(reps, [&] { nl::lora_up_add(L, z.data(), T, y.data(), pool); });
-    s_params += median_seconds(reps, [&] {
-      nl::lora_backward_params(L, x.data(), z.data(), dy.data(), T, dA.data(), dB.data(), nullptr, dz.data(), pool);
-    });
-    s_input += median_seconds(reps, [&] { nl::lora_backward_input(L, dz.data(), T, dx.data(), pool); });
+    add(s_down, median_seconds_by_width(reps, [&] { nl::lora_down(L, x.data(), T, z.data(), pool); }));
+    add(s_up, median_seconds_by_width(reps, [&] { nl::lora_up_add(L, z.data(), T, y.data(), pool); }));
+    add(s_params, median_seconds_by_width(reps, [&] {
+          nl::lora_backward_params(L, x.data(), z.data(), dy.data(), T, dA.data(), dB.data(), nullptr, dz.data(),
+                                   pool);
+        }));
+    add(s_input, median_seconds_by_width(reps, [&] { nl::lora_backward_input(L, dz.data(), T, dx.data(), pool); }));
     sum_in += static_cast<double>(in);
     sum_out += static_cast<double>(o);
   }
   const double per_width = 2.0 * static_cast<double>(T * rank);  // flops per input or output column
-  report("LoRA down, 7 projections", s_down, per_width * sum_in);
-  report("LoRA up, 7 projections", s_up, per_width * sum_out);
-  report("LoRA parameter grads, 7 projections", s_params, per_width * (2 * sum_out + sum_in));  // dB, dz; dA
-  report("LoRA input grad, 7 projections", s_input, per_width * sum_in);
+  report_widths("LoRA down, 7 projections", s_down, per_width * sum_in);
+  report_widths("LoRA up, 7 projections", s_up, per_width * sum_out);
+  report_widths("LoRA parameter grads, 7 projections", s_params, per_width * (2 * sum_out + sum_in));  // dB, dz; dA
+  report_widths("LoRA input grad, 7 projections", s_input, per_width * sum_in);
 
   // RMSNorm over T rows of d_model (the block has two, plus the final one per loss chunk).
   const int64_t nd = T * cfg.d_model;
@@ -142,13 +183,16 @@ int main(int argc, char** argv) {
   std::vector<int32_t> labels(loss_rows);
   for (int64_t r = 0; r < loss_rows; ++r) labels[r] = static_cast<int32_t>((r * 7919) % cfg.vocab);
   std::vector<double> nll(loss_rows);
-  const double s_loss = median_seconds(reps, [&] {
+  const WidthTimes s_loss = median_seconds_by_width(reps, [&] {
     std::copy(logits0.begin(), logits0.end(), logits.begin());
     nl::cross_entropy_chunk(logits.data(), labels.data(), loss_rows, cfg.vocab, 1.0f, nll.data(), pool);
   });
   std::printf("%-34s %10.3f %10s %8s   (x %lld chunks per step of %lld tokens; includes copying the logits back)\n",
-              "loss, one chunk", s_loss * 1e3, "-", "-", static_cast<long long>((T + loss_rows - 1) / loss_rows),
+              "loss, one chunk", s_loss.wide * 1e3, "-", "-", static_cast<long long>((T + loss_rows - 1) / loss_rows),
               static_cast<long long>(T));
+  if (wide)
+    std::printf("%-34s %10.3f   (ratio %.3f)\n", "  loss, one chunk [8-float]", s_loss.eight * 1e3,
+                s_loss.eight / s_loss.wide);
   std::printf("%-34s %10.3f   (one block, without the loss)\n", "total", total * 1e3);
   return 0;
 }

@@ -1,4 +1,5 @@
-// Small dense products on eight-float vectors (tile_products.cpp) for the host ops whose matrices are
+// Small dense products on eight-float vectors (tile_products.cpp; where the CPU has AVX-512,
+// on 16-float ones with the same results: wide_vectors below) for the host ops whose matrices are
 // too small or too short-lived for the frozen engine: the attention tiles and the LoRA
 // branch (rank-wide matrices). Each takes up to kTileRows row pointers (np or nx of them
 // real) and streams the other operand's rows past them, so the kTileRows rows' partial
@@ -29,5 +30,13 @@ void add_outer(const float* const P[kTileRows], int np, const float* const X[kTi
 // registers over every t (the transposed-left product: a LoRA factor's gradient).
 void weighted_cols(const float* P, int64_t ldp, int np, const float* X, int64_t ldx, int64_t nt, int64_t n,
                    float scale, float* Y, int64_t ldy);
+
+// Whether weighted_rows, add_outer and weighted_cols run their AVX-512 build (16-float
+// slabs, the same bits as the eight-float build: each output is one lane's chain): where
+// the CPU and the OS have AVX-512 F/BW/CD/DQ/VL (x86-64 GCC builds), unless turned off.
+bool wide_vectors_available();
+bool wide_vectors();
+// For tests and benchmarks: the eight-float build everywhere (off = true), or back.
+void turn_wide_vectors_off(bool off);
 
 }  // namespace nl::tile

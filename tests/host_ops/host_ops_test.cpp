@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -111,6 +113,57 @@ TEST(TileProducts, MatchTheDefinitionForEveryRowCountAndRaggedLength) {
           want[a * n + i] = C0[a * n + i] + 0.5 * s;
         }
       expect_close(C, want, 1e-5, "weighted_cols");
+    }
+}
+
+// The AVX-512 build of the tile products gives the eight-float build's bits: in
+// weighted_rows, add_outer and weighted_cols (16-float slabs) every output is one lane's
+// chain, whatever the lane; dots pairs two rows' eight-float sums in one register. Lengths
+// that take every slab path: groups of 16-float slabs, single ones, a full 8-float slab, a
+// partial one; strides wider than the rows; with and without accumulation.
+TEST(TileProducts, WideVectorsGiveTheEightFloatBits) {
+  if (!tile::wide_vectors_available()) GTEST_SKIP() << "this CPU (or build) has no AVX-512 tile products";
+  struct Restore {
+    ~Restore() { tile::turn_wide_vectors_off(false); }
+  } restore;
+  const auto same_bits = [](const Vec& a, const Vec& b, const char* what, int rows, int64_t n) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+          << what << ", rows " << rows << ", n " << n << " [" << i << "]";
+  };
+  for (int rows = 1; rows <= tile::kTileRows; ++rows)
+    for (int64_t n : {8, 15, 16, 17, 24, 31, 32, 40, 48, 63, 64, 72, 100, 128, 136}) {
+      const int64_t nk = 11, ld = n + 5;
+      const Vec X = random_vec(rows * ld, 11, 1.0f), K = random_vec(nk * ld, 12, 1.0f),
+                P = random_vec(rows * nk, 13, 1.0f), PT = random_vec(nk * rows, 14, 1.0f);
+      const Vec O0 = random_vec(rows * ld, 15, 1.0f), Y0 = random_vec(nk * ld, 16, 1.0f);
+      const float* xr[tile::kTileRows];
+      const float* pr[tile::kTileRows];
+      for (int a = 0; a < rows; ++a) xr[a] = X.data() + a * ld, pr[a] = P.data() + a * nk;
+      Vec got[2][5];
+      for (int narrow = 0; narrow < 2; ++narrow) {
+        tile::turn_wide_vectors_off(narrow == 1);
+        EXPECT_EQ(tile::wide_vectors(), narrow == 0);
+        Vec* out = got[narrow];
+        for (int acc = 0; acc < 2; ++acc) {
+          out[acc] = O0;
+          float* orows[tile::kTileRows];
+          for (int a = 0; a < rows; ++a) orows[a] = out[acc].data() + a * ld;
+          tile::weighted_rows(pr, rows, K.data(), ld, nk, n, 0.75f, orows, acc == 1);
+        }
+        out[2] = Y0;
+        tile::add_outer(pr, rows, xr, nk, n, 1.5f, out[2].data(), ld);
+        out[3] = O0;
+        tile::weighted_cols(PT.data(), rows, rows, K.data(), ld, nk, n, 0.5f, out[3].data(), ld);
+        out[4].assign(static_cast<size_t>(rows * (nk + 2)), -1.0f);
+        tile::dots(xr, rows, K.data(), ld, nk, n, 0.25f, out[4].data(), nk + 2);
+      }
+      const char* names[5] = {"weighted_rows", "weighted_rows (accumulate)", "add_outer", "weighted_cols", "dots"};
+      for (int k = 0; k < 5; ++k) same_bits(got[0][k], got[1][k], names[k], rows, n);
+      // Past n (the stride's padding) nothing was written.
+      for (int a = 0; a < rows; ++a)
+        for (int64_t i = n; i < ld; ++i) ASSERT_EQ(got[0][0][a * ld + i], O0[a * ld + i]);
     }
 }
 
@@ -248,6 +301,34 @@ TEST(CrossEntropy, LossAndGradientMatchTheDefinition) {
   cross_entropy_chunk(logits.data(), labels.data(), C, V, 0.5f, loss.data(), pool);
   for (int64_t r = 0; r < C; ++r) EXPECT_NEAR(loss[r], want_loss[r], 1e-5 * (1 + want_loss[r])) << "row " << r;
   for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], want_grad[i], 1e-6) << i;
+}
+
+// The AVX-512 build of the loss (exponentials 16 at a time, each 8-float half summed in
+// turn) gives the 8-float build's bits, on rows of any length: runs of 256 with 16-float
+// steps, an 8-float step left over, a partial vector.
+TEST(CrossEntropy, WideVectorsGiveTheEightFloatBits) {
+  if (!tile::wide_vectors_available()) GTEST_SKIP() << "this CPU (or build) has no AVX-512 host ops";
+  struct Restore {
+    ~Restore() { tile::turn_wide_vectors_off(false); }
+  } restore;
+  ThreadPool pool(2);
+  for (int64_t V : {7, 8, 24, 256, 1003, 4104, 151936}) {
+    const int64_t C = 3;
+    const Vec logits0 = random_vec(C * V, 22, 12.0f);
+    const std::vector<int32_t> labels{0, static_cast<int32_t>(V - 1), static_cast<int32_t>(V / 2)};
+    Vec got[2];
+    std::vector<double> loss[2];
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      tile::turn_wide_vectors_off(narrow == 1);
+      got[narrow] = logits0;
+      loss[narrow].assign(C, 0.0);
+      cross_entropy_chunk(got[narrow].data(), labels.data(), C, V, 0.25f, loss[narrow].data(), pool);
+    }
+    for (int64_t r = 0; r < C; ++r)
+      ASSERT_EQ(std::bit_cast<uint64_t>(loss[0][r]), std::bit_cast<uint64_t>(loss[1][r])) << "V " << V << ", row " << r;
+    for (size_t i = 0; i < got[0].size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[0][i]), std::bit_cast<uint32_t>(got[1][i])) << "V " << V << " [" << i << "]";
+  }
 }
 
 TEST(RmsNorm, ForwardAndBackwardMatchTheDefinitionForAnyThreadCount) {
