@@ -23,63 +23,25 @@
 #include "nightlora/modelio/synth.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "decoder_test_models.h"
 #include "test_util.h"
 
 using namespace nltest;
 
 namespace decode_batch_test {
 
-const fs::path& batch_synth_dir() {
-  static const TempDir dir;
-  return dir.path;
-}
+using decoder_test_models::NamedModel;
 
-fs::path batch_synth(const std::string& preset, nl::QType type) {
-  const fs::path out = batch_synth_dir() / (preset + "-" + nl::qtype_name(type) + ".gguf");
-  if (!fs::exists(out)) {
-    nl::SynthOptions o;
-    o.preset = preset;
-    o.type = type;
-    o.seed = 5;
-    o.tokenizer = "generated";
-    nl::synth_model(out.string(), o);
-  }
+std::vector<NamedModel> batch_models() {
+  std::vector<NamedModel> out;
+  decoder_test_models::add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", "decode batch");
+  out.push_back(decoder_test_models::tiny_model("tiny-llama", nl::QType::Q4_0, 5));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen2", nl::QType::Q8_0, 5));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::F16, 5));
   return out;
 }
 
-struct BatchModel {
-  std::string name;
-  std::unique_ptr<nl::Model> model;
-};
-
-std::vector<BatchModel> batch_models() {
-  std::vector<BatchModel> out;
-  const fs::path shared = shared_models_dir();
-  if (!shared.empty() && fs::exists(shared / "stories260K/stories260K.gguf"))
-    out.push_back({"stories260K", nl::Model::load((shared / "stories260K/stories260K.gguf").string())});
-  else
-    std::printf("[decode batch] ../shared/models/stories260K absent: not checked on it\n");
-  out.push_back({"tiny-llama q4_0", nl::Model::load(batch_synth("tiny-llama", nl::QType::Q4_0).string())});
-  out.push_back({"tiny-qwen2 q8_0", nl::Model::load(batch_synth("tiny-qwen2", nl::QType::Q8_0).string())});
-  out.push_back({"tiny-qwen3 f16", nl::Model::load(batch_synth("tiny-qwen3", nl::QType::F16).string())});
-  return out;
-}
-
-// An adapter on every projection with B filled in (a fresh adapter's B = 0 changes nothing).
-nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) {
-  nl::LoraConfig lc;
-  lc.rank = 4;
-  lc.alpha = 8;
-  lc.seed = seed;
-  nl::LoraAdapter ad = nl::LoraAdapter::init(m.config, lc);
-  uint32_t x = seed;
-  for (auto& p : ad.pairs)
-    for (auto& b : p.B) {
-      x = x * 1664525u + 1013904223u;
-      b = 0.2f * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
-    }
-  return ad;
-}
+nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) { return decoder_test_models::filled_adapter(m, seed, seed); }
 
 int32_t greedy_pick(const float* logits, int64_t vocab) {
   return static_cast<int32_t>(std::max_element(logits, logits + vocab) - logits);
@@ -110,7 +72,7 @@ std::vector<std::vector<float>> alone(const nl::Model& m, nl::FrozenEngine& engi
 }
 
 TEST(DecodeBatch, EachSequenceGetsItsAloneBitsAndGreedyTokens) {
-  for (const BatchModel& bm : batch_models()) {
+  for (const NamedModel& bm : batch_models()) {
     const nl::Model& m = *bm.model;
     const int64_t V = m.config.vocab;
     nl::EngineOptions eo;
@@ -182,8 +144,8 @@ TEST(DecodeBatch, EachSequenceGetsItsAloneBitsAndGreedyTokens) {
 }
 
 TEST(DecodeBatch, RefusesWhatDoesNotFitBeforeMovingAnySequence) {
-  auto m = nl::Model::load(batch_synth("tiny-llama", nl::QType::Q4_0).string());
-  auto again = nl::Model::load(batch_synth("tiny-llama", nl::QType::Q4_0).string());  // another Model object
+  auto m = nl::Model::load(decoder_test_models::tiny_preset("tiny-llama", nl::QType::Q4_0, 5).string());
+  auto again = nl::Model::load(decoder_test_models::tiny_preset("tiny-llama", nl::QType::Q4_0, 5).string());  // another Model object
   nl::EngineOptions eo;
   eo.threads = 2;
   auto engine = nl::make_engine(*m, eo), engine2 = nl::make_engine(*m, eo);

@@ -23,63 +23,25 @@
 #include "nightlora/modelio/synth.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
+#include "decoder_test_models.h"
 #include "test_util.h"
 
 using namespace nltest;
 
 namespace decode_tree_test {
 
-const fs::path& synth_dir() {
-  static const TempDir dir;
-  return dir.path;
-}
+using decoder_test_models::NamedModel;
 
-fs::path synth(const std::string& preset, nl::QType type) {
-  const fs::path out = synth_dir() / (preset + "-" + nl::qtype_name(type) + ".gguf");
-  if (!fs::exists(out)) {
-    nl::SynthOptions o;
-    o.preset = preset;
-    o.type = type;
-    o.seed = 7;
-    o.tokenizer = "generated";
-    nl::synth_model(out.string(), o);
-  }
+std::vector<NamedModel> tree_models() {
+  std::vector<NamedModel> out;
+  decoder_test_models::add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", "decode tree");
+  out.push_back(decoder_test_models::tiny_model("tiny-llama", nl::QType::Q4_0, 7));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen2", nl::QType::Q8_0, 7));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::F16, 7));
   return out;
 }
 
-struct TreeModel {
-  std::string name;
-  std::unique_ptr<nl::Model> model;
-};
-
-std::vector<TreeModel> tree_models() {
-  std::vector<TreeModel> out;
-  const fs::path shared = shared_models_dir();
-  if (!shared.empty() && fs::exists(shared / "stories260K/stories260K.gguf"))
-    out.push_back({"stories260K", nl::Model::load((shared / "stories260K/stories260K.gguf").string())});
-  else
-    std::printf("[decode tree] ../shared/models/stories260K absent: not checked on it\n");
-  out.push_back({"tiny-llama q4_0", nl::Model::load(synth("tiny-llama", nl::QType::Q4_0).string())});
-  out.push_back({"tiny-qwen2 q8_0", nl::Model::load(synth("tiny-qwen2", nl::QType::Q8_0).string())});
-  out.push_back({"tiny-qwen3 f16", nl::Model::load(synth("tiny-qwen3", nl::QType::F16).string())});
-  return out;
-}
-
-// An adapter on every projection with B filled in (a fresh adapter's B = 0 changes nothing).
-nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) {
-  nl::LoraConfig lc;
-  lc.rank = 4;
-  lc.alpha = 8;
-  lc.seed = seed;
-  nl::LoraAdapter ad = nl::LoraAdapter::init(m.config, lc);
-  uint32_t x = seed;
-  for (auto& p : ad.pairs)
-    for (auto& b : p.B) {
-      x = x * 1664525u + 1013904223u;
-      b = 0.2f * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
-    }
-  return ad;
-}
+nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) { return decoder_test_models::filled_adapter(m, seed, seed); }
 
 // 20 tokens: three roots, siblings, depths up to 5, a node whose children come after other
 // subtrees (7 -> 19) and one past the first block of 8 query rows (2 -> 11).
@@ -98,7 +60,7 @@ float max_abs(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(DecodeTree, EachTokenGetsTheBitsOfItsPathRunAfterTheCache) {
-  for (const TreeModel& tm : tree_models()) {
+  for (const NamedModel& tm : tree_models()) {
     const nl::Model& m = *tm.model;
     const int64_t V = m.config.vocab;
     const nl::LoraAdapter ad = filled_adapter(m, 3);
@@ -154,7 +116,7 @@ TEST(DecodeTree, EachTokenGetsTheBitsOfItsPathRunAfterTheCache) {
 }
 
 TEST(DecodeTree, RefusesBadTrees) {
-  auto m = nl::Model::load(synth("tiny-llama", nl::QType::Q4_0).string());
+  auto m = nl::Model::load(decoder_test_models::tiny_preset("tiny-llama", nl::QType::Q4_0, 7).string());
   nl::DecoderOptions o;
   o.threads = 2;
   o.max_context = 8;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "decoder_test_models.h"
 #include "infer_test_util.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/host/lora.h"
@@ -43,63 +44,22 @@ constexpr double kF16KvRelTol = 0.0015;
 // f32 engine against the reference decoder: the same products in another summation order.
 constexpr double kF32AbsTol = 2e-3;
 
-struct ModelCase {
-  std::string name;
-  std::unique_ptr<nl::Model> model;
-};
+using ModelCase = decoder_test_models::NamedModel;
 
-// The tiny synthetic presets, written once per test program into a temporary folder.
-const fs::path& synth_dir() {
-  static const TempDir dir;  // removed when the program ends
-  return dir.path;
-}
-
-fs::path synth(const std::string& preset, nl::QType type) {
-  const fs::path out = synth_dir() / (preset + "-" + nl::qtype_name(type) + ".gguf");
-  if (!fs::exists(out)) {
-    nl::SynthOptions o;
-    o.preset = preset;
-    o.type = type;
-    o.seed = 3;
-    o.tokenizer = "generated";
-    nl::synth_model(out.string(), o);
-  }
-  return out;
-}
+fs::path synth(const std::string& preset, nl::QType type) { return decoder_test_models::tiny_preset(preset, type, 3); }
 
 std::vector<ModelCase> models() {
   std::vector<ModelCase> out;
-  const fs::path shared = shared_models_dir();
-  if (!shared.empty() && fs::exists(shared / "stories260K/stories260K.gguf"))
-    out.push_back({"stories260K", nl::Model::load((shared / "stories260K/stories260K.gguf").string())});
-  else
-    std::printf("[decoder] ../shared/models/stories260K absent: not compared on it\n");
-  if (!shared.empty() && fs::exists(shared / "tinystories-656k/config.json"))
-    out.push_back({"tinystories-656k", nl::Model::load((shared / "tinystories-656k").string())});
-  else
-    std::printf("[decoder] ../shared/models/tinystories-656k absent: not compared on it\n");
-  out.push_back({"tiny-llama q4_0", nl::Model::load(synth("tiny-llama", nl::QType::Q4_0).string())});
-  out.push_back({"tiny-qwen2 q8_0", nl::Model::load(synth("tiny-qwen2", nl::QType::Q8_0).string())});
-  out.push_back({"tiny-qwen3 q4_0", nl::Model::load(synth("tiny-qwen3", nl::QType::Q4_0).string())});
-  out.push_back({"tiny-qwen3 f16", nl::Model::load(synth("tiny-qwen3", nl::QType::F16).string())});
+  decoder_test_models::add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", "decoder");
+  decoder_test_models::add_shared_model(out, "tinystories-656k", "tinystories-656k", "decoder");
+  out.push_back(decoder_test_models::tiny_model("tiny-llama", nl::QType::Q4_0, 3));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen2", nl::QType::Q8_0, 3));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::Q4_0, 3));
+  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::F16, 3));
   return out;
 }
 
-// An adapter on every projection with B filled in (a fresh adapter's B = 0 changes nothing).
-nl::LoraAdapter random_adapter(const nl::Model& m) {
-  nl::LoraConfig lc;
-  lc.rank = 4;
-  lc.alpha = 8;
-  lc.seed = 9;
-  nl::LoraAdapter ad = nl::LoraAdapter::init(m.config, lc);
-  uint32_t x = 1;
-  for (auto& p : ad.pairs)
-    for (auto& b : p.B) {
-      x = x * 1664525u + 1013904223u;
-      b = 0.2f * (static_cast<float>(x >> 8) / 16777216.0f - 0.5f);
-    }
-  return ad;
-}
+nl::LoraAdapter random_adapter(const nl::Model& m) { return decoder_test_models::filled_adapter(m, 9, 1); }
 
 std::vector<int32_t> prompt_of(const nl::Model& m) {
   std::vector<int32_t> p;
