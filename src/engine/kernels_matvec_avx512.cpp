@@ -269,7 +269,6 @@ inline __m512 column_weights(const ColumnBlock& cb, int c) {
 
 // ---- the products -------------------------------------------------------------------------
 
-
 // NP pairs of row groups from g (2 * NP whole groups), all columns, nt tokens.
 template <int NP>
 void f16_pairs(const TiledMatrix& m, int64_t g, const float* X, int64_t ldx, int64_t nt, float* Y, int64_t ldy) {
