@@ -184,19 +184,32 @@ inline void store_column_pair(__m256i v, uint8_t* level, int c0, int j) {
 }
 
 // Q4_K / Q5_K: levels 0-15 (0-31) and the sub-blocks' d * sc and dmin * m, as the panel
-// dequantizer (dequantize_q4k_half / dequantize_q5k_half) computes them, row by row.
+// dequantizer (dequantize_q4k_half / dequantize_q5k_half) computes them. The 6-bit scales
+// and mins are unpacked for the 16 rows at once (quant::unpack_scale_min_k4's bit picking on
+// the transposed scale bytes), then widened and multiplied: the same float products.
 void q4k_q5k_columns(QType type, const PairBlocks& rows, ColumnBlock& cb) {
   const bool q5 = type == QType::Q5_K;
   const size_t scales_at = 4, qh_at = 16, qs_at = q5 ? 48 : 16;
-  alignas(16) uint8_t sc[8][16], mn[8][16];
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 8; ++j) quant::unpack_scale_min_k4(j, rows(i) + scales_at, &sc[j][i], &mn[j][i]);
+  __m256i packed[16];  // low lanes: scale byte k of the 16 rows (k < 12 are the scales)
+  transpose_bytes_16x32(rows, scales_at, packed);
+  const auto byte = [&](int k) { return _mm256_castsi256_si128(packed[k]); };
+  const __m128i six_bits = _mm_set1_epi8(63), low_nibble = _mm_set1_epi8(0x0F), two_bits = _mm_set1_epi8(3);
+  // Bits 6-7 of each byte moved to bits 4-5 (16-bit shifts; the masks keep each byte's own bits).
+  const auto top_two_at_4 = [&](__m128i v) {
+    return _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(v, 6), two_bits), 4);
+  };
   const __m512 d = halves_of_rows(rows, 0), dmin = halves_of_rows(rows, 2);
   for (int j = 0; j < 8; ++j) {
-    const __m512 s = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc[j]))));
-    const __m512 m = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn[j]))));
-    _mm512_store_ps(cb.scale[j], _mm512_mul_ps(d, s));
-    _mm512_store_ps(cb.min[j], _mm512_mul_ps(dmin, m));
+    __m128i sc, mn;
+    if (j < 4) {
+      sc = _mm_and_si128(byte(j), six_bits);
+      mn = _mm_and_si128(byte(j + 4), six_bits);
+    } else {
+      sc = _mm_or_si128(_mm_and_si128(byte(j + 4), low_nibble), top_two_at_4(byte(j - 4)));
+      mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(byte(j + 4), 4), low_nibble), top_two_at_4(byte(j)));
+    }
+    _mm512_store_ps(cb.scale[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc))));
+    _mm512_store_ps(cb.min[j], _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn))));
   }
   const __m256i low4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   __m256i qh[16];
