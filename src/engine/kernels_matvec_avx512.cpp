@@ -233,14 +233,17 @@ void q4k_q5k_columns(QType type, const PairBlocks& rows, ColumnBlock& cb) {
 // Q6_K: levels q - 32 (signed) and the 16 scales d * sc[k] of 16 columns each, as
 // dequantize_q6k_half computes them.
 void q6k_columns(const PairBlocks& rows, ColumnBlock& cb) {
-  const size_t ql_at = 0, qh_at = 128, scales_at = 192, d_at = 208;
-  alignas(16) int8_t sc[16][16];
-  for (int i = 0; i < 16; ++i)
-    for (int k = 0; k < 16; ++k) sc[k][i] = static_cast<int8_t>(rows(i)[scales_at + k]);
+  const size_t ql_at = 0, qh_at = 128, d_at = 208;
+  // The 16 scale bytes (192..207) transposed for the 16 rows, from the block's last 32 bytes
+  // (178..209: a load that stays inside the block): scale k is byte 14 + k of that window,
+  // in the low lane of packed[14 + k] for k < 2, the high lane of packed[k - 2] after.
+  __m256i packed[16];
+  transpose_bytes_16x32(rows, 178, packed);
   const __m512 d = halves_of_rows(rows, d_at);
-  for (int k = 0; k < 16; ++k)
-    _mm512_store_ps(cb.scale[k], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                                      _mm_load_si128(reinterpret_cast<const __m128i*>(sc[k]))))));
+  for (int k = 0; k < 16; ++k) {
+    const __m128i sc = k < 2 ? _mm256_castsi256_si128(packed[14 + k]) : _mm256_extracti128_si256(packed[k - 2], 1);
+    _mm512_store_ps(cb.scale[k], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc))));
+  }
   const __m256i low4 = _mm256_set1_epi8(0x0F), high_pair = _mm256_set1_epi8(0x30), thirty_two = _mm256_set1_epi8(32);
   for (int h = 0; h < 2; ++h) {  // halves of 128 columns
     __m256i ql0[16], ql1[16], qh[16];
