@@ -807,7 +807,8 @@ class CpuEngine final : public FrozenEngine {
     // A few tokens on tiles of whole row groups: the matrix-vector kernels, where the set
     // has one with the panel kernels' summation order (AVX2).
     if (kind == Job::Forward && T <= kMatvecMaxTokens && f32_matvec_runs(m)) {
-      for_matvec_tasks(m, 4, [&](int64_t g0, int64_t g1) {
+      // Tasks of whole blocks of 8 groups (the AVX-512 kernel's chains; the AVX2 one takes 4).
+      for_matvec_tasks(m, 8, [&](int64_t g0, int64_t g1) {
         matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
       });
       return;

@@ -47,7 +47,8 @@ X86Features detect() {
   const unsigned max_subleaf = a;
   f.avx2 = bit(b, 5) && fma && f16c;
   const bool avx512f = bit(b, 16), avx512bw = bit(b, 30), avx512vl = bit(b, 31), avx512vnni = bit(c, 11);
-  f.avx512_vnni = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+  f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl;
+  f.avx512_vnni = f.avx512 && avx512vnni;
   if (max_subleaf >= 1) {
     __get_cpuid_count(7, 1, &a, &b, &c, &d);
     f.avx_vnni = f.avx2 && bit(a, 4);

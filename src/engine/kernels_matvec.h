@@ -18,7 +18,10 @@
 // The AVX2 sets also run f32-mode products of a few tokens (f32_tiles): each tile is
 // dequantized straight into its transposed form (8 rows per column vector, by a byte
 // transpose), with the panel dequantizer's arithmetic, and consumed from L1 by FMA chains,
-// four row groups at a time (four independent chains).
+// four row groups at a time (four independent chains). Where the CPU has AVX-512 an
+// AVX-512 set does the same for F16 and K-quant tiles with less work per weight
+// (kernels_matvec_avx512.cpp: bytes and halves transposed before they are widened, 16 rows
+// per vector, eight row groups' chains side by side).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -48,6 +51,10 @@ const MatvecKernels& matvec_kernels_scalar();
 const MatvecKernels* matvec_kernels_avx2();
 // nullptr without AVX-VNNI (build or CPU) or with NL_INT8_VNNI=0 or =avx2.
 const MatvecKernels* matvec_kernels_avx2_vnni();
+// The AVX-512 f32 kernel (kernels_matvec_avx512.cpp) with the int8 kernel of the AVX2 set
+// picked as above; nullptr without AVX-512 F + BW + VL (build or CPU) or with
+// NL_MATVEC_AVX512=0 (the AVX2 set's f32 kernel then: the same bits).
+const MatvecKernels* matvec_kernels_avx512();
 // nullptr off aarch64.
 const MatvecKernels* matvec_kernels_neon();
 // The set for the engine's panel ISA ("scalar", "avx2", "neon"): the fastest this CPU runs.

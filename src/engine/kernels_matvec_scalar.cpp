@@ -50,6 +50,7 @@ const MatvecKernels& matvec_kernels_scalar() {
 
 const MatvecKernels& matvec_kernels_for(const std::string& isa) {
   if (isa == "avx2") {
+    if (const MatvecKernels* k = matvec_kernels_avx512()) return *k;
     if (const MatvecKernels* k = matvec_kernels_avx2_vnni()) return *k;
     if (const MatvecKernels* k = matvec_kernels_avx2()) return *k;
   }

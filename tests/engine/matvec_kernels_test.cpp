@@ -5,7 +5,9 @@
 //    partial row groups;
 //  - through the engine, a product of T <= 4 tokens (the matrix-vector route) gives the
 //    same bits as the panel route, in int8, f32 and f16 mode, so a token decoded alone gets
-//    the logits it gets inside a prompt (prefill and decode agree), for 1, 2 and 3 threads.
+//    the logits it gets inside a prompt (prefill and decode agree), for 1, 2 and 3 threads;
+//  - every set's f32 kernel (AVX2, and AVX-512 where the CPU has it) gives the AVX2 panel
+//    forward's bits for 1 to 6 tokens on F16, Q4_K, Q5_K and Q6_K tiles.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -31,8 +33,8 @@ using nl::engine::MatvecKernels;
 
 std::vector<const MatvecKernels*> matvec_sets() {
   std::vector<const MatvecKernels*> sets = {&nl::engine::matvec_kernels_scalar()};
-  for (const MatvecKernels* k :
-       {nl::engine::matvec_kernels_avx2(), nl::engine::matvec_kernels_avx2_vnni(), nl::engine::matvec_kernels_neon()})
+  for (const MatvecKernels* k : {nl::engine::matvec_kernels_avx2(), nl::engine::matvec_kernels_avx2_vnni(),
+                                 nl::engine::matvec_kernels_avx512(), nl::engine::matvec_kernels_neon()})
     if (k) sets.push_back(k);
   if (sets.size() == 1) std::printf("[matvec] no SIMD matrix-vector kernels on this machine: scalar only\n");
   return sets;
@@ -118,11 +120,14 @@ struct MatvecModel {
 };
 
 TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
-  // 136 rows: 17 row groups (the f32 kernel's blocks of 4 groups and a single one); 43 rows:
-  // a partial group (int8 only: f32 keeps the panels there); F16 tiles (transposed directly)
-  // and K-quant tiles (through the panel dequantizer), f32 and f16 modes.
+  // 136 rows: 17 row groups (the AVX2 f32 kernel's blocks of 4 groups and a single one; the
+  // AVX-512 one's block of 8, pairs and a lone group); 43 rows: a partial group (int8 only:
+  // f32 keeps the panels there); F16 tiles and K-quant tiles (transposed, then widened), f32
+  // and f16 modes, with the scales, mins and levels of every K-quant type.
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::Q8_0, 43, 96},
-                         Shape{QType::F16, 40, 160}, Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}}) {
+                         Shape{QType::F16, 40, 160}, Shape{QType::F16, 136, 64}, Shape{QType::Q4_K, 24, 512},
+                         Shape{QType::Q4_K, 136, 256}, Shape{QType::Q5_K, 88, 512}, Shape{QType::Q6_K, 40, 256},
+                         Shape{QType::Q6_K, 136, 512}}) {
     // (F16, Q4_K, Q6_K: the f32 kernel only; int8 keeps the panels for them)
     MatvecModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
@@ -141,17 +146,26 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
                                    std::to_string(threads) + " threads";
           std::vector<float> block(int8_ref.size(), NAN);
           e->forward(h, X.data(), T, block.data(), p);  // the panel route: the mode's definition on this ISA
-          if (p == Precision::Int8) EXPECT_EQ(block, int8_ref) << what << ", block of " << T;
+          if (p == Precision::Int8) {
+            EXPECT_EQ(block, int8_ref) << what << ", block of " << T;
+          }
           // Every set's f32 kernel directly (the plain AVX2 one too, which the engine does not
           // pick on an AVX-VNNI CPU), against the panel route of the same ISA.
-          if (p == Precision::F32 && isa == "auto" && threads == 1 && s.rows % 8 == 0)
+          if (p == Precision::F32 && isa == "auto" && threads == 1 && s.rows % 8 == 0) {
             for (const MatvecKernels* k : matvec_sets()) {
               // (the AVX2 sets' f32 kernel keeps the AVX2 panel forward's order)
               if (!k->f32_tiles || e->isa().rfind("avx2", 0) != 0) continue;
-              std::vector<float> got(static_cast<size_t>(3 * s.rows), NAN);
-              k->f32_tiles(mm.m.tiles, 0, s.rows / 8, X.data() + 5 * s.cols, s.cols, 3, got.data(), s.rows);
-              EXPECT_TRUE(std::equal(got.begin(), got.end(), block.begin() + 5 * s.rows)) << what << ", set " << k->isa;
+              for (int64_t nt = 1; nt <= 6; ++nt) {  // (5 and 6: two passes over the weights)
+                std::vector<float> got(static_cast<size_t>(nt * s.rows), NAN);
+                // In two calls (row groups split at a multiple of 8), as the engine's tasks make them.
+                const int64_t groups = s.rows / 8, split = groups / 16 * 8;
+                k->f32_tiles(mm.m.tiles, 0, split, X.data() + 5 * s.cols, s.cols, nt, got.data(), s.rows);
+                k->f32_tiles(mm.m.tiles, split, groups, X.data() + 5 * s.cols, s.cols, nt, got.data(), s.rows);
+                EXPECT_TRUE(std::equal(got.begin(), got.end(), block.begin() + 5 * s.rows))
+                    << what << ", set " << k->isa << ", " << nt << " tokens";
+              }
             }
+          }
           for (int64_t n = 1; n <= 5; ++n)  // 1-4 tokens: the matrix-vector route; 5: panels again
             for (int64_t t0 = 0; t0 + n <= T; t0 += 13) {
               std::vector<float> few(static_cast<size_t>(n * s.rows), NAN);
