@@ -3,6 +3,9 @@
 #include "cpu_features_x86.h"
 
 #if defined(__x86_64__)
+// (the body's standard headers before the target attribute: see cached_attention_avx2.cpp)
+#include <algorithm>
+
 #if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else

@@ -3,6 +3,13 @@
 #include "../engine/cpu_features_x86.h"
 
 #if defined(__x86_64__)
+// The body's standard headers come before the target attribute: clang would otherwise apply
+// it to redeclarations of library functions already defined (-Wignored-attributes).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
