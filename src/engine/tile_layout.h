@@ -18,6 +18,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 #include "nightlora/modelio/model.h"
@@ -28,12 +29,28 @@ inline constexpr int64_t kTileRows = 8;
 inline constexpr int64_t kTileCols = 32;        // one Q4_0 / Q8_0 block; an F16 tile
 inline constexpr int64_t kSuperTileCols = 256;  // one Q4_K / Q5_K / Q6_K super-block
 
+// Storage whose first byte starts a 64-byte cache line, so F16 and Q4_K/Q5_K tiles (8 rows x
+// 64, 144 or 176 bytes) each start one too: a one-token product reads every byte once, and a
+// tile straddling lines costs a line more per tile (std::vector's new gave 16-byte alignment).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
+
 struct TiledMatrix {
   QType type = QType::F32;
   int64_t rows = 0, cols = 0;
   int64_t tile_cols = kTileCols;  // columns per tile
   size_t block_bytes = 0;         // bytes of one row's slice of a tile
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t, CacheLineAllocator<uint8_t>> bytes;
 
   int64_t n_groups() const { return (rows + kTileRows - 1) / kTileRows; }
   int64_t group_rows(int64_t g) const { return rows - g * kTileRows < kTileRows ? rows - g * kTileRows : kTileRows; }
