@@ -2,8 +2,10 @@
 // train` runs on the small real models: one step at seq 256 and the final checkpoint and
 // adapter writes, in f32, int8 and auto (calibration included), keeping every block and
 // keeping one. The estimate may be at most 10% above the peak, and the peak may pass it by
-// at most 8% (seen: up to 5%, auto on stories260K, where 1 MiB is 4%; docs/PERFORMANCE.md, Memory, has the same comparison on qwen2.5-0.5b Q4_0/Q8_0
-// at seq 128-512: bench/memory_estimate.sh).
+// at most 8%, each give or take kRunToRunMiB: the same command's peak moves by up to 1.7 MiB
+// from run to run (auto, stories260K: 17.1-18.8 MiB, with 1 thread as with 2), which is 10%
+// of these 15-21 MiB processes. docs/PERFORMANCE.md, Memory, has the same comparison on
+// qwen2.5-0.5b Q4_0/Q8_0 at seq 128-512 (bench/memory_estimate.sh), where it is under 1%.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <fcntl.h>
@@ -75,8 +77,9 @@ void check_estimates(const fs::path& model) {
       ASSERT_GT(est, 0) << "no estimated peak in the log:\n" << text_log;
       std::printf("[memory estimate] %s %s keep-blocks %s: estimated %.1f MiB, peak RSS %.1f MiB (peak/estimate %.3f)\n",
                   model.filename().c_str(), precision, keep, est, peak_mib, peak_mib / est);
-      EXPECT_LE(peak_mib, est * 1.08) << precision << " keep " << keep << ": the real peak passes the estimate";
-      EXPECT_GE(peak_mib, est * 0.90) << precision << " keep " << keep << ": the estimate is more than 10% high";
+      constexpr double kRunToRunMiB = 2.0;
+      EXPECT_LE(peak_mib, est * 1.08 + kRunToRunMiB) << precision << " keep " << keep << ": the real peak passes the estimate";
+      EXPECT_GE(peak_mib, est * 0.90 - kRunToRunMiB) << precision << " keep " << keep << ": the estimate is more than 10% high";
     }
 }
 
