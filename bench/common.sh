@@ -1,4 +1,6 @@
-# Shared by bench/run_products.sh and bench/run_step.sh (sourced, not run).
+# Shared by the bench/ scripts (sourced, not run).
+# - nl_built_nightlora: prints $NL_BUILD_DIR/nightlora, built first (configured if need be)
+#   unless NL_NO_BUILD=1.
 # - nl_bench_prepare: installs what is missing (scripts/setup.sh), builds the benchmark
 #   programs into $NL_BUILD_DIR (default build-bench), and sets up PyTorch's BLAS.
 # - PyTorch's BLAS: Debian's python3-torch uses whatever libblas.so.3 is selected. The
@@ -49,4 +51,12 @@ nl_bench_prepare() {
 # Runs the Debian python with PyTorch's environment (tcmalloc preloaded when found).
 nl_torch_python() {
   LD_PRELOAD="${NL_TORCH_PRELOAD}${LD_PRELOAD:+:$LD_PRELOAD}" "$NL_PY" "$@"
+}
+
+nl_built_nightlora() {
+  if [ "${NL_NO_BUILD:-0}" != 1 ]; then
+    [ -f "$NL_BUILD_DIR/build.ninja" ] || cmake -S "$NL_ROOT" -B "$NL_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+    ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nightlora_cli >&2
+  fi
+  echo "$NL_BUILD_DIR/nightlora"
 }

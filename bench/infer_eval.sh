@@ -42,13 +42,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -f "$model" ] || { echo "infer_eval.sh: no model at $model (give --model)" >&2; exit 1; }
-if [ -z "$new" ]; then
-  if [ "${NL_NO_BUILD:-0}" != 1 ]; then
-    [ -f "$NL_BUILD_DIR/build.ninja" ] || cmake -S "$NL_ROOT" -B "$NL_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-    ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nightlora_cli >&2
-  fi
-  new=$NL_BUILD_DIR/nightlora
-fi
+[ -n "$new" ] || new=$(nl_built_nightlora)
 out=${out:-$NL_ROOT/bench/results/infer-eval-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 

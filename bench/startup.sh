@@ -28,13 +28,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$base" ] || { echo "startup.sh: give --base OLD_NIGHTLORA (a copy of the binary before the change)" >&2; exit 2; }
 [ -f "$model" ] || { echo "startup.sh: no model at $model (give --model)" >&2; exit 1; }
-if [ -z "$new" ]; then
-  if [ "${NL_NO_BUILD:-0}" != 1 ]; then
-    [ -f "$NL_BUILD_DIR/build.ninja" ] || cmake -S "$NL_ROOT" -B "$NL_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-    ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nightlora_cli >&2
-  fi
-  new=$NL_BUILD_DIR/nightlora
-fi
+[ -n "$new" ] || new=$(nl_built_nightlora)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf 'Once upon a time there was a little dragon.\nShe liked to fly over the hills.\nThe end.\n' > "$tmp/lines.txt"

@@ -19,16 +19,7 @@
 
 #include "../quant/blocks.h"
 
-// Whether the reference dequantizer (src/quant, compiled for the baseline instruction set)
-// evaluates Q4_K's `d1 * q - m1` with a fused multiply-subtract: only when the baseline
-// has FMA (-march=native on an FMA machine), because GCC contracts a*b-c where it can.
-// Decided here, before the target pragma below turns FMA on for this file.
-#if defined(__FMA__)
-#define NL_REFERENCE_FUSES_MUL_SUB 1
-#else
-#define NL_REFERENCE_FUSES_MUL_SUB 0
-#endif
-
+// (blocks.h, before the target pragma: NL_REFERENCE_FUSES_MUL_SUB from the baseline flags)
 #if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
@@ -112,11 +103,9 @@ void dequantize_q4k_half(const quant::BlockQ4_K* x, int h, float* y) {
   const float dmin = half_at(reinterpret_cast<const uint8_t*>(&x->dmin));
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
-    uint8_t sc, mn;
-    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
-    const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * mn);
-    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
-    const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * mn);
+    const quant::KGroupScales k = quant::kquant_group_scales(x->scales, d, dmin, g);
+    const __m256 d1 = _mm256_set1_ps(k.scale1), m1 = _mm256_set1_ps(k.min1);
+    const __m256 d2 = _mm256_set1_ps(k.scale2), m2 = _mm256_set1_ps(k.min2);
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * g));
     const __m256i lo = _mm256_and_si256(raw, low_nibbles);
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low_nibbles);
@@ -133,11 +122,9 @@ void dequantize_q5k_half(const quant::BlockQ5_K* x, int h, float* y) {
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qh));
   for (int g = 2 * h; g < 2 * h + 2; ++g, y += 64) {  // the half's two groups of 64
-    uint8_t sc, mn;
-    quant::unpack_scale_min_k4(2 * g, x->scales, &sc, &mn);
-    const __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * mn);
-    quant::unpack_scale_min_k4(2 * g + 1, x->scales, &sc, &mn);
-    const __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * mn);
+    const quant::KGroupScales k = quant::kquant_group_scales(x->scales, d, dmin, g);
+    const __m256 d1 = _mm256_set1_ps(k.scale1), m1 = _mm256_set1_ps(k.min1);
+    const __m256 d2 = _mm256_set1_ps(k.scale2), m2 = _mm256_set1_ps(k.min2);
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x->qs + 32 * g));
     // Bit 4 of each level: shifts on 16-bit lanes, the mask keeps one bit per byte, so the
     // left shift by 4 cannot cross into the next byte.

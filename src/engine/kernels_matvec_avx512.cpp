@@ -32,16 +32,8 @@
 
 #include "../quant/blocks.h"
 
-// Whether the panel dequantizer computes Q4_K/Q5_K values as fmsub(d1, q, m1) (one rounding)
-// or as a rounded product and a subtraction: it follows the reference dequantizer, fused
-// only when the baseline has FMA (kernels_avx2.cpp decides it the same way, before its
-// target pragma).
-#if defined(__FMA__)
-#define NL_MATVEC512_FUSES_MUL_SUB 1
-#else
-#define NL_MATVEC512_FUSES_MUL_SUB 0
-#endif
-
+// (blocks.h, before the target pragma: NL_REFERENCE_FUSES_MUL_SUB, whether Q4_K/Q5_K values
+// are one fmsub(d1, q, m1) as in the reference dequantizer)
 #if defined(__clang__)  // clang ignores GCC target pragmas: the same features, per function
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))), apply_to = function)
 #else
@@ -273,7 +265,7 @@ inline __m512 column_weights(const ColumnBlock& cb, int c) {
   } else {
     const __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
     const __m512 d1 = _mm512_load_ps(cb.scale[c / 32]), m1 = _mm512_load_ps(cb.min[c / 32]);
-#if NL_MATVEC512_FUSES_MUL_SUB
+#if NL_REFERENCE_FUSES_MUL_SUB
     return _mm512_fmsub_ps(d1, qf, m1);
 #else
     __m512 prod = _mm512_mul_ps(d1, qf);

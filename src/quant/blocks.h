@@ -109,6 +109,16 @@ inline void unpack_scale_min_k4(int j, const uint8_t* q, uint8_t* scale, uint8_t
   }
 }
 
+// Whether the reference dequantizers (compiled for the baseline instruction set) evaluate
+// Q4_K/Q5_K's `scale * q - min` with one fused multiply-subtract: GCC contracts a*b-c where
+// the baseline has FMA (-march=native on an FMA machine). Kernels that must give the same
+// bits read this; they include this header before a target pragma turns FMA on for them.
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define NL_REFERENCE_FUSES_MUL_SUB 1
+#else
+#define NL_REFERENCE_FUSES_MUL_SUB 0
+#endif
+
 // The float scales and mins of group g (values 64g .. 64g+63: sub-blocks 2g and 2g+1) of a
 // Q4_K/Q5_K block with super-block scales d and dmin, as the reference dequantizers form
 // them: value = scale * q - min, per sub-block.

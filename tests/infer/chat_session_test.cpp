@@ -207,7 +207,9 @@ TEST(ChatCli, ScriptedSessionRendersTheRealTemplatesAndKeepsTheCache) {
     }
     // The replies alone on stdout, one per turn (the streamed text is the kept reply when it
     // is valid UTF-8, which a random model's bytes need not be).
-    if (replies.find("\xEF\xBF\xBD") == std::string::npos) EXPECT_EQ(r.out, replies);
+    if (replies.find("\xEF\xBF\xBD") == std::string::npos) {
+      EXPECT_EQ(r.out, replies);
+    }
     // Turns 2 and 3 reuse the whole previous prompt from the cache; after /reset the
     // system message's tokens are still there.
     for (size_t i : {1u, 2u}) {

@@ -32,14 +32,7 @@ namespace decode_batch_test {
 
 using decoder_test_models::NamedModel;
 
-std::vector<NamedModel> batch_models() {
-  std::vector<NamedModel> out;
-  decoder_test_models::add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", "decode batch");
-  out.push_back(decoder_test_models::tiny_model("tiny-llama", nl::QType::Q4_0, 5));
-  out.push_back(decoder_test_models::tiny_model("tiny-qwen2", nl::QType::Q8_0, 5));
-  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::F16, 5));
-  return out;
-}
+std::vector<NamedModel> batch_models() { return decoder_test_models::stories_and_tiny_presets("decode batch", 5); }
 
 nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) { return decoder_test_models::filled_adapter(m, seed, seed); }
 

@@ -32,14 +32,7 @@ namespace decode_tree_test {
 
 using decoder_test_models::NamedModel;
 
-std::vector<NamedModel> tree_models() {
-  std::vector<NamedModel> out;
-  decoder_test_models::add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", "decode tree");
-  out.push_back(decoder_test_models::tiny_model("tiny-llama", nl::QType::Q4_0, 7));
-  out.push_back(decoder_test_models::tiny_model("tiny-qwen2", nl::QType::Q8_0, 7));
-  out.push_back(decoder_test_models::tiny_model("tiny-qwen3", nl::QType::F16, 7));
-  return out;
-}
+std::vector<NamedModel> tree_models() { return decoder_test_models::stories_and_tiny_presets("decode tree", 7); }
 
 nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t seed) { return decoder_test_models::filled_adapter(m, seed, seed); }
 

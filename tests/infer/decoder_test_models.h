@@ -52,6 +52,17 @@ inline void add_shared_model(std::vector<NamedModel>& out, const std::string& na
     std::printf("[%s] ../shared/models/%s absent: not checked on it\n", who, sub.c_str());
 }
 
+// stories260K (when present) and one tiny preset of each architecture: llama Q4_0, qwen2
+// Q8_0, qwen3 F16 (three weight types, three attention layouts).
+inline std::vector<NamedModel> stories_and_tiny_presets(const char* who, uint32_t seed) {
+  std::vector<NamedModel> out;
+  add_shared_model(out, "stories260K", "stories260K/stories260K.gguf", who);
+  out.push_back(tiny_model("tiny-llama", nl::QType::Q4_0, seed));
+  out.push_back(tiny_model("tiny-qwen2", nl::QType::Q8_0, seed));
+  out.push_back(tiny_model("tiny-qwen3", nl::QType::F16, seed));
+  return out;
+}
+
 // A rank-4 adapter on every projection with B filled in from `fill_seed` (a fresh adapter's
 // B = 0 would change nothing).
 inline nl::LoraAdapter filled_adapter(const nl::Model& m, uint32_t lora_seed, uint32_t fill_seed) {

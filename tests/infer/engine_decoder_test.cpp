@@ -224,10 +224,14 @@ TEST(EngineDecoder, OneTokenStepsOnRequantizedWeightsAreF32ProductsWhereCheaper)
     nl::Decoder a(*m, fast), b(*m, f32);
     const bool f32_steps = a.engine().mode_for_tokens(a.engine().handle(0, nl::Proj::Q), 1, nl::Precision::Int8) ==
                            nl::Precision::F32;
-    if (type == nl::QType::Q4_0) EXPECT_FALSE(f32_steps);
+    if (type == nl::QType::Q4_0) {
+      EXPECT_FALSE(f32_steps);
+    }
     // F16 on an AVX2 set: the f32 matrix-vector kernel takes the step (so the check below
     // compares bits, not only that both sides agree on the mode).
-    if (type == nl::QType::F16 && a.engine().isa().rfind("avx2", 0) == 0) EXPECT_TRUE(f32_steps);
+    if (type == nl::QType::F16 && a.engine().isa().rfind("avx2", 0) == 0) {
+      EXPECT_TRUE(f32_steps);
+    }
     bool all_equal = true;
     for (const int32_t id : prompt_of(*m)) all_equal &= a.forward(std::vector<int32_t>{id}) == b.forward(std::vector<int32_t>{id});
     EXPECT_EQ(all_equal, f32_steps) << nl::qtype_name(type) << ", engine " << a.engine().isa();
