@@ -162,6 +162,8 @@ struct ColumnRanges {
 bool int8_native(const ResidentMatrix& m) {
   return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
 }
+// The forward product also packs Q4_K tiles as stored (kernels_int8.h).
+bool int8_forward_from_tiles(const ResidentMatrix& m) { return m.tiled() && engine::int8_forward_uses_tiles(m.type); }
 
 // Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
 // take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads,
@@ -242,8 +244,10 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
     const int64_t n_dx = kInt8TokensPerTask * std::min(input_grad_cols_per_task(k, m, Precision::Int8), m.cols);
     if (static_cast<int64_t>(dx_block.size()) < n_dx) dx_block.resize(static_cast<size_t>(n_dx));
     const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
-    for (engine::ForwardPanel& p : forward8)
+    for (engine::ForwardPanel& p : forward8) {
       if (forward_blocks > p.blocks) p.resize(forward_blocks);
+      if (m.type == QType::Q4_K) p.resize_offsets(forward_blocks);
+    }
     if (grad_blocks > grad8.blocks) grad8.resize(grad_blocks);
   }
 };
@@ -298,6 +302,7 @@ struct Int8Rows {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> sum;
+  std::vector<float> z;  // d * sum, for the Q4_K offsets (forward_offset_factors)
 };
 
 // dY of an int8 input gradient as its tasks read it (kernels_int8.h grad_rows): its scales
@@ -401,7 +406,7 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
   const int64_t rows = m.rows, cols = m.cols;
   for (int64_t i = 0; i < ng; ++i) {
     engine::ForwardPanel& panel = ws.forward8[i];
-    if (int8_native(m)) {
+    if (int8_forward_from_tiles(m)) {
       k8.pack_forward_tiles(m.tiles, g + i, panel);
     } else {
       const int64_t r0 = (g + i) * kTileRows;
@@ -422,6 +427,10 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
     k8.forward_pair(q, d, sum, ldq, t1 - t0, ws.forward8[0], ws.forward8[1], last_rows, Y + t0 * rows + r0, rows);
   else
     k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
+  for (int64_t i = 0; i < ng; ++i)
+    if (ws.forward8[i].has_offsets)
+      k8.add_forward_offsets(x.z.data() + t0 * x.blocks, x.blocks, t1 - t0, ws.forward8[i],
+                             i == ng - 1 ? last_rows : kTileRows, Y + t0 * rows + r0 + i * kTileRows, rows);
 }
 
 // Work stealing at the end of an int8 input gradient (run_int8). A task's columns all run
@@ -852,6 +861,7 @@ class CpuEngine final : public FrozenEngine {
     x8_.q.resize(static_cast<size_t>(T * blocks * engine::kQ8Block));
     x8_.d.resize(static_cast<size_t>(T * blocks));
     x8_.sum.resize(static_cast<size_t>(T * blocks));
+    x8_.z.resize(static_cast<size_t>(T * blocks));
   }
 
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
@@ -896,6 +906,8 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
+      if (m.type == QType::Q4_K && int8_forward_from_tiles(m))
+        engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
       if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
           matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);

@@ -3,9 +3,18 @@
 // accumulation across blocks.
 //
 // Weights: Q4_0 and Q8_0 matrices use their own quants and scales exactly (nothing is
-// requantized). Every other type (F16, F32, K-quants) is dequantized as in f32 mode and its
-// rows requantized to int8 per 32 columns with the activation quantizer (scale max|w|/127):
-// an extra relative error of at most 1/254 of each 32-value block's largest weight.
+// requantized). Q4_K matrices do in the forward product: each 32-value sub-block is
+// w = s q - o (q in 0..15, s = d sc and o = dmin mn exact in f32), which is Q4_0's form
+// s (q - 8) plus a per-(row, block) offset c = 8 s - o (one rounding; both products are
+// exact). So a Q4_K forward panel holds q as nibbles with scales s, exactly as a Q4_0 panel,
+// and the offsets (ForwardPanel::offset), added after the integer sums:
+//   Y[t,r] += sum over b, in increasing order, as a chain of f32 fused multiply-adds from 0:
+//             corr = fma(c[r,b], z[t,b], corr),   z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
+// (add_forward_offsets). Every other type (F16, F32, Q5_K, Q6_K), and Q4_K in the input
+// gradient, is dequantized as in f32 mode and its rows requantized to int8 per 32 columns
+// with the activation quantizer (scale max|w|/127): an extra relative error of at most 1/254
+// of each 32-value block's largest weight. (Q4_K's offsets vary along the rows the input
+// gradient reduces over, so they would need a second f32 product there.)
 //
 // The definition, for one token t and one matrix W (rows r, columns c, blocks b of 32):
 //   forward     Y[t,r]  = sum over b, in increasing order, as a chain of f32 fused
@@ -86,13 +95,30 @@ struct ForwardPanel {
   // forward_weight_sums defines it). Every set's packers fill it; the AVX-VNNI forward
   // subtracts it (its activations are unsigned, q + 128: kernels_int8_avx2_body.h).
   std::vector<int32_t> wsum;
+  // Q4_K panels (has_offsets): blocks x 8 rows, the offsets c = 8 s - o (padded rows: 0).
+  bool has_offsets = false;
+  std::vector<float> offset;
   void resize(int64_t nb) {
     blocks = nb;
     if (q.size() < static_cast<size_t>(nb * 256)) q.resize(static_cast<size_t>(nb * 256));
     if (d.size() < static_cast<size_t>(nb * 8)) d.resize(static_cast<size_t>(nb * 8));
     if (wsum.size() < static_cast<size_t>(nb * 8)) wsum.resize(static_cast<size_t>(nb * 8));
   }
+  void resize_offsets(int64_t nb) {
+    if (offset.size() < static_cast<size_t>(nb * 8)) offset.resize(static_cast<size_t>(nb * 8));
+  }
 };
+
+// Whether the int8 forward product packs a tiled matrix of this type from its stored quants
+// (pack_forward_tiles): Q4_0, Q8_0 and Q4_K. The input gradient does for Q4_0 and Q8_0.
+inline bool int8_forward_uses_tiles(QType t) { return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K; }
+
+// The scale s = d sc and offset c = 8 s - dmin mn of sub-block j of a Q4_K block (the
+// definition above; every set's packers use it).
+struct Q4KBlockScales {
+  float s[8], c[8];
+};
+Q4KBlockScales q4k_block_scales(const uint8_t* block);
 
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
@@ -140,7 +166,7 @@ struct Int8Kernels {
   // Quantizes x[0, n) per 32 values (the tail padded with zeros): ceil(n/32) blocks of 32
   // int8 in q, their scales in d and the sum of each block's quants in sum.
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
-  // Packs row group g (8 rows) of a Q4_0/Q8_0 tiled matrix, every column block.
+  // Packs row group g (8 rows) of a Q4_0/Q8_0/Q4_K tiled matrix, every column block.
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
   // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
@@ -171,7 +197,17 @@ struct Int8Kernels {
   // forward pair is bound by the broadcasts (kernels_int8_avx512_vnni.cpp).
   void (*forward_quad)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel* const p[4], int64_t nr3, float* Y, int64_t ldy) = nullptr;
+  // A Q4_K panel's offsets (p.has_offsets) added to forward's outputs Y[t*ldy + i], t < nt,
+  // i < nr: z[t*ldz + b] = dx[t,b] * float(sum[t,b]) (forward_offset_factors).
+  void (*add_forward_offsets)(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                              int64_t ldy) = nullptr;
 };
+
+// z = d * float(sum), n values (the factors the offsets multiply; one rounding each).
+void forward_offset_factors(const float* d, const int32_t* sum, int64_t n, float* z);
+// The scalar definition of add_forward_offsets (sets without their own use it).
+void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                                int64_t ldy);
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                           const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);

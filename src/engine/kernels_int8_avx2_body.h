@@ -211,11 +211,57 @@ inline void prefetch_ahead(const uint8_t* p, size_t distance, size_t n) {
   for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
 }
 
+// A Q4_K row group (kernels_int8.h): per super-block and 64-value group, each row's 32 bytes
+// of quants hold sub-block 2j in the low nibbles and 2j+1 in the high ones; the 8 rows'
+// 4-byte chunks move with dword transposes, as Q8_0's do, then split into the two nibbles.
+void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
+  p.kind = Int8Kind::Nibble;
+  p.has_offsets = true;
+  p.resize(nb);
+  p.resize_offsets(nb);
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
+  constexpr size_t kQs = 16;  // offset of the quants in a Q4_K block (d, dmin, 12 scale bytes)
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    prefetch_ahead(tile, 2 * tile_bytes, tile_bytes);
+    for (int64_t i = 0; i < 8; ++i) {
+      const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
+      for (int64_t j = 0; j < 8; ++j) {
+        p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
+        p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
+      }
+    }
+    for (int j2 = 0; j2 < 4; ++j2) {
+      __m256i* out_lo = reinterpret_cast<__m256i*>(p.q.data() + (sb * 8 + 2 * j2) * 256);
+      __m256i* out_hi = out_lo + 8;  // the next block (256 bytes on)
+      for (int half = 0; half < 2; ++half) {
+        __m128i r[8];
+        for (int64_t i = 0; i < 8; ++i)
+          r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + static_cast<size_t>(i) * m.block_bytes +
+                                                                            kQs + 32 * j2 + 16 * half))
+                        : _mm_setzero_si128();
+        __m128i lo[4], hi[4];
+        transpose_dwords(r[0], r[1], r[2], r[3], lo);
+        transpose_dwords(r[4], r[5], r[6], r[7], hi);
+        for (int k = 0; k < 4; ++k) {
+          const __m256i chunk = _mm256_set_m128i(hi[k], lo[k]);
+          _mm256_storeu_si256(out_lo + half * 4 + k, _mm256_and_si256(chunk, low));
+          _mm256_storeu_si256(out_hi + half * 4 + k, _mm256_and_si256(_mm256_srli_epi16(chunk, 4), low));
+        }
+      }
+    }
+  }
+}
+
 void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_avx2(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   const bool q4 = m.type == QType::Q4_0;
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
   p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.has_offsets = false;
   p.resize(nb);
   const __m256i low = _mm256_set1_epi8(0x0F);
   const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
@@ -365,6 +411,7 @@ inline void load_block(const float* P, int64_t ldp, int64_t row, int64_t rows, i
 void pack_forward_floats_avx2(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
   const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
   p.kind = Int8Kind::Signed;
+  p.has_offsets = false;
   p.resize(nb);
   alignas(32) int8_t q[kQ8Block];
   for (int64_t b = 0; b < nb; ++b) {
@@ -1016,6 +1063,36 @@ void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
 }
 
 // The set, named isa.
+// add_forward_offsets (kernels_int8.h): the 8 rows in lanes, four tokens' chains at once (a
+// single chain would wait on each fma's latency).
+void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                              int64_t ldy) {
+  const auto add_rows = [&](float* y, __m256 v) {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    for (int64_t i = 0; i < nr; ++i) y[i] += tmp[i];
+  };
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      const __m256 c = _mm256_loadu_ps(p.offset.data() + b * 8);
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(c, _mm256_broadcast_ss(z + (t + k) * ldz + b), acc[k]);
+    }
+    for (int k = 0; k < 4; ++k) {
+      float* y = Y + (t + k) * ldy;
+      if (nr == 8) _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), acc[k]));
+      else add_rows(y, acc[k]);
+    }
+  }
+  for (; t < nt; ++t) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < p.blocks; ++b)
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.offset.data() + b * 8), _mm256_broadcast_ss(z + t * ldz + b), acc);
+    add_rows(Y + t * ldy, acc);
+  }
+}
+
 inline Int8Kernels avx2_int8_kernels(const char* isa) {
   return {isa,
           quantize_row_avx2,
@@ -1026,7 +1103,9 @@ inline Int8Kernels avx2_int8_kernels(const char* isa) {
           forward_avx2,
           forward_pair_avx2,
           grad_rows_avx2,
-          input_grad_avx2};
+          input_grad_avx2,
+          nullptr,
+          add_forward_offsets_avx2};
 }
 
 }  // namespace

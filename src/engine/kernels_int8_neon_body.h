@@ -400,9 +400,56 @@ void pack_forward_tiles_kind_neon(const TiledMatrix& m, int64_t g, ForwardPanel&
   }
 }
 
+// A Q4_K row group (kernels_int8.h): per super-block, each sub-block's 32 nibbles of the 8
+// rows (64-value group j2: sub-block 2 j2 in the low nibbles, 2 j2 + 1 in the high ones)
+// moved as Q4_0's are.
+void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
+  p.kind = Int8Kind::Nibble;
+  p.has_offsets = true;
+  p.resize(nb);
+  p.resize_offsets(nb);
+  constexpr size_t kQs = 16;  // offset of the quants in a Q4_K block (d, dmin, 12 scale bytes)
+  const uint8x16_t low = vdupq_n_u8(0x0F);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    for (int64_t i = 0; i < 8; ++i) {
+      const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
+      for (int64_t j = 0; j < 8; ++j) {
+        p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
+        p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
+      }
+    }
+    for (int j = 0; j < 8; ++j) {
+      uint8x16_t lo[8], hi[8];  // columns 0..15 and 16..31 of each row (padded rows: 0)
+      for (int64_t i = 0; i < 8; ++i) {
+        if (i >= nr) {
+          lo[i] = hi[i] = vdupq_n_u8(0);
+          continue;
+        }
+        const uint8_t* qs = tile + static_cast<size_t>(i) * m.block_bytes + kQs + 32 * (j / 2);
+        const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
+        lo[i] = j % 2 == 0 ? vandq_u8(a, low) : vshrq_n_u8(a, 4);
+        hi[i] = j % 2 == 0 ? vandq_u8(b, low) : vshrq_n_u8(b, 4);
+      }
+      uint8_t* out = p.q.data() + (sb * 8 + j) * 256;
+      uint8x16_t t[4];
+      for (int half = 0; half < 2; ++half) {  // rows 0..3 then 4..7 of each chunk
+        const int r = 4 * half;
+        transpose_dwords(lo[r], lo[r + 1], lo[r + 2], lo[r + 3], t);
+        for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * k + 16 * half, t[k]);
+        transpose_dwords(hi[r], hi[r + 1], hi[r + 2], hi[r + 3], t);
+        for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * (k + 4) + 16 * half, t[k]);
+      }
+    }
+  }
+}
+
 void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_neon(m, g, p);
   const bool q4 = m.type == QType::Q4_0;
   p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.has_offsets = false;
   p.resize(m.n_blocks());
   q4 ? pack_forward_tiles_kind_neon<true>(m, g, p) : pack_forward_tiles_kind_neon<false>(m, g, p);
 }
@@ -492,6 +539,24 @@ void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n
   pack_grad_floats_using(quantize_row_neon, P, ldp, nrows, n, p);
 }
 
+// add_forward_offsets (kernels_int8.h): the 8 rows in two vectors, fused multiply-adds
+// (vfmaq_f32) in the definition's order.
+void add_forward_offsets_neon(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                              int64_t ldy) {
+  for (int64_t t = 0; t < nt; ++t) {
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < p.blocks; ++b) {
+      const float32x4_t zz = vdupq_n_f32(z[t * ldz + b]);
+      a0 = vfmaq_f32(a0, vld1q_f32(p.offset.data() + b * 8), zz);
+      a1 = vfmaq_f32(a1, vld1q_f32(p.offset.data() + b * 8 + 4), zz);
+    }
+    float tmp[8];
+    vst1q_f32(tmp, a0);
+    vst1q_f32(tmp + 4, a1);
+    for (int64_t i = 0; i < nr; ++i) Y[t * ldy + i] += tmp[i];
+  }
+}
+
 // The set, named isa.
 inline Int8Kernels neon_int8_kernels(const char* isa) {
   return {isa,
@@ -503,7 +568,9 @@ inline Int8Kernels neon_int8_kernels(const char* isa) {
           forward_neon,
           forward_pair_by_calls<forward_neon>,
           grad_rows_neon,
-          input_grad_neon};
+          input_grad_neon,
+          nullptr,
+          add_forward_offsets_neon};
 }
 
 }  // namespace

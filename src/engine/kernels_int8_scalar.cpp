@@ -3,9 +3,11 @@
 // (weights that are not Q4_0/Q8_0) are shared by every ISA.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "kernels_int8.h"
+#include "../quant/blocks.h"
 #include "nightlora/util/half.h"
 
 namespace nl::engine {
@@ -56,9 +58,36 @@ void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t
   }
 }
 
+// A Q4_K row group: each 32-value sub-block a panel block of nibbles q with scales s and
+// offsets c (q4k_block_scales; the layout of kernels_int8.h).
+void pack_forward_q4k_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
+  p.kind = Int8Kind::Nibble;
+  p.has_offsets = true;
+  p.resize(nb);
+  p.resize_offsets(nb);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    for (int64_t i = 0; i < 8; ++i) {
+      const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+      const Q4KBlockScales sc = i < nr ? q4k_block_scales(block) : Q4KBlockScales{};
+      const uint8_t* qs = block + offsetof(quant::BlockQ4_K, qs);
+      for (int64_t j = 0; j < 8; ++j) {
+        const int64_t b = sb * 8 + j;
+        p.d[static_cast<size_t>(b * 8 + i)] = sc.s[j];
+        p.offset[static_cast<size_t>(b * 8 + i)] = sc.c[j];
+        for (int64_t k = 0; k < kQ8Block; ++k)
+          p.q[forward_index(b, i, k)] = i < nr ? (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F : 0;
+      }
+    }
+  }
+}
+
 void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_scalar(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   p.kind = tile_kind(m);
+  p.has_offsets = false;
   p.resize(nb);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = m.tile(g, b);
@@ -132,6 +161,37 @@ void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t l
 
 }  // namespace
 
+Q4KBlockScales q4k_block_scales(const uint8_t* block) {
+  quant::BlockQ4_K b;
+  std::memcpy(&b, block, sizeof b);
+  const float d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+  Q4KBlockScales out;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, mn;
+    quant::unpack_scale_min_k4(j, b.scales, &sc, &mn);
+    // d sc and dmin mn are exact (11-bit by 6-bit), so however a compiler fuses the
+    // subtraction, c is 8 s - o rounded once.
+    out.s[j] = d * static_cast<float>(sc);
+    out.c[j] = 8.0f * out.s[j] - dmin * static_cast<float>(mn);
+  }
+  return out;
+}
+
+void forward_offset_factors(const float* d, const int32_t* sum, int64_t n, float* z) {
+  for (int64_t i = 0; i < n; ++i) z[i] = d[i] * static_cast<float>(sum[i]);
+}
+
+void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                                int64_t ldy) {
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t i = 0; i < nr; ++i) {
+      float corr = 0.0f;
+      for (int64_t b = 0; b < p.blocks; ++b)
+        corr = std::fma(p.offset[static_cast<size_t>(b * 8 + i)], z[t * ldz + b], corr);
+      Y[t * ldy + i] += corr;
+    }
+}
+
 void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum) {
   float amax = 0.0f;
   for (int64_t j = 0; j < kQ8Block; ++j) amax = std::max(amax, std::fabs(v[j]));
@@ -171,6 +231,7 @@ void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64
                                ForwardPanel& p) {
   const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
   p.kind = Int8Kind::Signed;
+  p.has_offsets = false;
   p.resize(nb);
   const float zeros[kQ8Block] = {};
   int8_t q[kQ8Block];
@@ -230,7 +291,9 @@ const Int8Kernels& int8_kernels_scalar() {
                              forward_scalar,
                              forward_pair_by_calls<forward_scalar>,
                              grad_rows_scalar,
-                             input_grad_scalar};
+                             input_grad_scalar,
+                             nullptr,
+                             add_forward_offsets_scalar};
   return k;
 }
 

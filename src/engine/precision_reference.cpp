@@ -14,28 +14,47 @@
 namespace nl::engine {
 namespace {
 
-// W as int8 per (row, 32-column block): Q4_0/Q8_0 quants and scales as stored, other types
-// dequantized and requantized (kernels_int8.h).
+// W as int8 per (row, 32-column block): Q4_0/Q8_0 quants and scales as stored, and Q4_K's in
+// the forward product (with its offsets c), other types dequantized and requantized
+// (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
   std::vector<float> d;   // rows x blocks
+  std::vector<float> c;   // rows x blocks: Q4_K's offsets in the forward product, else empty
   int w(int64_t r, int64_t c) const { return q[static_cast<size_t>(r * blocks * kQ8Block + c)]; }
   float scale(int64_t r, int64_t b) const { return d[static_cast<size_t>(r * blocks + b)]; }
 };
 
-Int8Weights int8_weights(const TensorView& W) {
+enum class Product { Forward, InputGrad };
+
+Int8Weights int8_weights(const TensorView& W, Product product) {
   Int8Weights iw;
   iw.rows = W.rows();
   iw.blocks = (W.cols() + kQ8Block - 1) / kQ8Block;
   iw.q.assign(static_cast<size_t>(iw.rows * iw.blocks * kQ8Block), 0);
   iw.d.assign(static_cast<size_t>(iw.rows * iw.blocks), 0.0f);
+  const bool q4k = W.type == QType::Q4_K && product == Product::Forward;
+  if (q4k) iw.c.assign(iw.d.size(), 0.0f);
   std::vector<float> row(static_cast<size_t>(W.cols()));
   std::vector<int32_t> sums(static_cast<size_t>(iw.blocks));
   for (int64_t r = 0; r < iw.rows; ++r) {
     int8_t* q = &iw.q[static_cast<size_t>(r * iw.blocks * kQ8Block)];
     float* d = &iw.d[static_cast<size_t>(r * iw.blocks)];
-    if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {
+    if (q4k) {  // w = s (u - 8) + c per sub-block of 32
+      for (int64_t sb = 0; sb * 8 < iw.blocks; ++sb) {
+        const uint8_t* blk = W.row(r) + static_cast<size_t>(sb) * 144;
+        const Q4KBlockScales sc = q4k_block_scales(blk);
+        const uint8_t* qs = blk + 16;
+        for (int64_t j = 0; j < 8; ++j) {
+          const int64_t b = sb * 8 + j;
+          d[b] = sc.s[j];
+          iw.c[static_cast<size_t>(r * iw.blocks + b)] = sc.c[j];
+          for (int64_t k = 0; k < 32; ++k)
+            q[b * 32 + k] = static_cast<int8_t>(((qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8);
+        }
+      }
+    } else if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {
       const size_t block_bytes = W.type == QType::Q4_0 ? 18 : 34;
       for (int64_t b = 0; b < iw.blocks; ++b) {
         const uint8_t* blk = W.row(r) + static_cast<size_t>(b) * block_bytes;
@@ -56,7 +75,7 @@ Int8Weights int8_weights(const TensorView& W) {
 }
 
 void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
-  const Int8Weights iw = int8_weights(W);
+  const Int8Weights iw = int8_weights(W, Product::Forward);
   const int64_t rows = W.rows(), cols = W.cols(), nb = iw.blocks;
   std::vector<int8_t> qx(static_cast<size_t>(nb * kQ8Block));
   std::vector<float> dx(static_cast<size_t>(nb));
@@ -70,13 +89,20 @@ void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
         for (int64_t j = 0; j < kQ8Block; ++j) isum += iw.w(r, b * kQ8Block + j) * qx[static_cast<size_t>(b * 32 + j)];
         acc = std::fma(static_cast<float>(isum), iw.scale(r, b) * dx[static_cast<size_t>(b)], acc);
       }
+      if (!iw.c.empty()) {  // Q4_K's offsets
+        float corr = 0.0f;
+        for (int64_t b = 0; b < nb; ++b)
+          corr = std::fma(iw.c[static_cast<size_t>(r * nb + b)],
+                          dx[static_cast<size_t>(b)] * static_cast<float>(sx[static_cast<size_t>(b)]), corr);
+        acc += corr;
+      }
       Y[t * rows + r] = acc;
     }
   }
 }
 
 void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX) {
-  const Int8Weights iw = int8_weights(W);
+  const Int8Weights iw = int8_weights(W, Product::InputGrad);
   const int64_t rows = W.rows(), cols = W.cols();
   std::memset(dX, 0, static_cast<size_t>(T * cols) * sizeof(float));
   int16_t y16[kGradRowBlock];

@@ -6,6 +6,7 @@
 //    differently before the f16 rounding);
 //  - against the f32 product, within the bounds documented at kF16VsF32 / kInt8VsF32;
 //  - with rows of 1e6 and 1e-8 (f16 overflow and underflow without the range guard).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -19,6 +20,7 @@
 #include <sys/auxv.h>
 #endif
 
+#include "../../src/engine/kernels_int8.h"
 #include "../../src/engine/precision_reference.h"
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/engine/reference_products.h"
@@ -183,6 +185,37 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(nl::qtype_info(i.param.type).name) + "_" + std::to_string(i.param.rows) + "x" +
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
     });
+
+// Q4_K's int8 forward product takes the weights as stored (kernels_int8.h: s (q - 8) plus
+// the offsets), so against the dequantized weights times the quantized activations it
+// differs by f32 rounding only; requantizing the weights to int8 would add ~1e-3.
+TEST(PrecisionInt8, Q4KForwardUsesTheStoredWeights) {
+  const int64_t rows = 40, cols = 512, T = 7, nb = cols / 32;
+  PrecisionModel mm(QType::Q4_K, rows, cols, 12);
+  const std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 13);
+  std::vector<float> Y(static_cast<size_t>(T * rows));
+  nl::engine::reference_forward_precision(mm.w(), X.data(), T, Y.data(), Precision::Int8);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) nl::dequantize_row(QType::Q4_K, mm.w().row(r), w.data() + r * cols, cols);
+  std::vector<int8_t> q(static_cast<size_t>(cols));
+  std::vector<float> d(static_cast<size_t>(nb));
+  std::vector<int32_t> sum(static_cast<size_t>(nb));
+  double worst = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    nl::engine::int8_kernels_scalar().quantize_row(X.data() + t * cols, cols, q.data(), d.data(), sum.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0, scale = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double x = static_cast<double>(q[static_cast<size_t>(c)]) * d[static_cast<size_t>(c / 32)];
+        want += static_cast<double>(w[static_cast<size_t>(r * cols + c)]) * x;
+        scale += std::fabs(static_cast<double>(w[static_cast<size_t>(r * cols + c)]) * x);
+      }
+      worst = std::max(worst, std::fabs(Y[static_cast<size_t>(t * rows + r)] - want) / scale);
+    }
+  }
+  std::printf("[q4_K int8] worst |int8 - exact| / sum|w x| = %.2e\n", worst);
+  EXPECT_LT(worst, 1e-5);
+}
 
 // Rows of 1e6 (f16 overflow: max 65504) and 1e-8 (below half of f16's smallest subnormal,
 // 6e-8: zero) through the f16 mode: outputs finite and as close to f32 as any other row.

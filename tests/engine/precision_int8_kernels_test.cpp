@@ -179,6 +179,8 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
   std::vector<int32_t> sum(d.size());
   for (int64_t t = 0; t < T; ++t)
     ref.quantize_row(X.data() + t * s.cols, s.cols, q.data() + t * nb * 32, d.data() + t * nb, sum.data() + t * nb);
+  std::vector<float> z(d.size());
+  nl::engine::forward_offset_factors(d.data(), sum.data(), T * nb, z.data());
   // Backward: dY and the task's column range (whole matrix and an inner slice).
   std::vector<float> dY = random_vec(static_cast<size_t>(T * s.rows), 10);
   // Token 2's dY is zero: its requantized blocks have scale 0 (the quantizer's special case).
@@ -209,11 +211,23 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       if (p0.kind == nl::engine::Int8Kind::Signed) {
         ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + nb * 8, p1.wsum.begin())) << "weight sums, group " << g;
       }
+      ASSERT_EQ(p0.has_offsets, s.type == QType::Q4_K);
+      ASSERT_EQ(p1.has_offsets, p0.has_offsets);
+      if (p0.has_offsets) {
+        ASSERT_TRUE(std::equal(p0.offset.begin(), p0.offset.begin() + nb * 8, p1.offset.begin())) << "offsets, group " << g;
+      }
       const int64_t nr = w.tiles.group_rows(g);
       std::vector<float> y0(static_cast<size_t>(T * 8), -1.0f), y1(y0.size(), -1.0f);
       ref.forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y0.data(), 8);
       k->forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y1.data(), 8);
       EXPECT_EQ(y1, y0) << "forward, group " << g;
+      if (p0.has_offsets) {  // the offsets' chain onto those outputs (rows past nr untouched)
+        ref.add_forward_offsets(z.data(), nb, T, p0, nr, y0.data(), 8);
+        k->add_forward_offsets(z.data(), nb, T, p0, nr, y1.data(), 8);
+        EXPECT_EQ(y1, y0) << "forward offsets, group " << g;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t i = nr; i < 8; ++i) ASSERT_EQ(y1[static_cast<size_t>(t * 8 + i)], -1.0f);
+      }
     }
     // Two row groups at once (the last pair may end in a partial group).
     for (int64_t g = 0; g + 1 < w.tiles.n_groups(); ++g) {
@@ -241,7 +255,8 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       EXPECT_EQ(y1, y0) << "forward quad, groups " << g << " to " << g + 3;
     }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
-    for (int64_t rb = 0; rb * RB < s.rows; ++rb) {
+    // (Q4_K's input gradient packs requantized floats: FloatPackersMatchTheScalarSet.)
+    for (int64_t rb = 0; s.type != QType::Q4_K && rb * RB < s.rows; ++rb) {
       GradPanel p0, p1;
       ref.pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p0);
       k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
@@ -291,7 +306,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                            Int8Shape{QType::Q4_0, 45, 96}, Int8Shape{QType::Q8_0, 13, 64},
                                            Int8Shape{QType::Q4_0, 8, 32},
                                            // more column blocks than the AVX2 input grad's pass of 8
-                                           Int8Shape{QType::Q4_0, 40, 352}, Int8Shape{QType::Q8_0, 33, 320}),
+                                           Int8Shape{QType::Q4_0, 40, 352}, Int8Shape{QType::Q8_0, 33, 320},
+                                           // Q4_K: whole and partial row groups, 1 and 2 super-blocks
+                                           Int8Shape{QType::Q4_K, 64, 256}, Int8Shape{QType::Q4_K, 37, 512}),
                          [](const ::testing::TestParamInfo<Int8Shape>& i) {
                            return std::string(nl::qtype_info(i.param.type).name) + "_" +
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
