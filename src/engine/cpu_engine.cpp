@@ -158,12 +158,14 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Q4_0/Q8_0 tiles give the int8 kernels their quants as stored; other types are requantized.
-bool int8_native(const ResidentMatrix& m) {
+// Q4_0/Q8_0/Q4_K tiles give the int8 kernels their quants as stored; other types are
+// requantized.
+bool int8_native(const ResidentMatrix& m) { return m.tiled() && engine::int8_uses_stored_quants(m.type); }
+// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles; other types' few-token
+// products run in f32 where its matrix-vector kernel does (mode_for_tokens).
+bool int8_matvec_native(const ResidentMatrix& m) {
   return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
 }
-// The forward product also packs Q4_K tiles as stored (kernels_int8.h).
-bool int8_forward_from_tiles(const ResidentMatrix& m) { return m.tiled() && engine::int8_forward_uses_tiles(m.type); }
 
 // Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
 // take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads,
@@ -221,6 +223,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   std::vector<float> floats;
   engine::ForwardPanel forward8[4];  // an int8 forward task's row groups (two, or four: forward_quad)
   engine::GradPanel grad8;
+  std::vector<float> q4k_offset_slab;  // Q4_K's input-gradient offsets: rows x column blocks
   // An int8 input-gradient task's block of dX (its tokens x its columns, contiguous),
   // copied out when the task ends: dX's own rows are a matrix row apart, and as for dY
   // (Int8GradRows) the kernel is faster on a contiguous block.
@@ -406,7 +409,7 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
   const int64_t rows = m.rows, cols = m.cols;
   for (int64_t i = 0; i < ng; ++i) {
     engine::ForwardPanel& panel = ws.forward8[i];
-    if (int8_forward_from_tiles(m)) {
+    if (int8_native(m)) {
       k8.pack_forward_tiles(m.tiles, g + i, panel);
     } else {
       const int64_t r0 = (g + i) * kTileRows;
@@ -628,7 +631,8 @@ class CpuEngine final : public FrozenEngine {
 
   Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const override {
     const ResidentMatrix& m = at(h);
-    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_native(m) && f32_matvec_runs(m)) return Precision::F32;
+    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_matvec_native(m) && f32_matvec_runs(m))
+      return Precision::F32;
     return p;
   }
 
@@ -906,9 +910,9 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
-      if (m.type == QType::Q4_K && int8_forward_from_tiles(m))
+      if (m.type == QType::Q4_K && int8_native(m))
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
-      if (T <= kMatvecMaxTokens && int8_native(m)) {  // one token (or a few): matrix-vector kernels
+      if (T <= kMatvecMaxTokens && int8_matvec_native(m)) {  // one token (or a few): matrix-vector kernels
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
           matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);
         });
@@ -946,7 +950,43 @@ class CpuEngine final : public FrozenEngine {
         steal_int8_grad_work(kernels_, int8_, m, scratch(worker), g8_, job.out, grad_slots_.get(), pool_.size(),
                              worker, tpt, T);
       });
+      if (m.type == QType::Q4_K && int8_native(m)) add_q4k_grad_offsets(m, job.in, T, job.out);
     }
+  }
+
+  // Q4_K's input-gradient offsets (kernels_int8.h): dX[t,c] += G[t,b], G[t,b] = the chain
+  // over all rows of c[r,b] dY[t,r]. Each task takes a range of super-blocks (8 column
+  // blocks) and of tokens; it unpacks its super-blocks' offsets kOffsetRows rows at a time
+  // (a slab of C, in its scratch) and carries its chains of G on through the slabs.
+  static constexpr int64_t kOffsetRows = 128;
+  void add_q4k_grad_offsets(const ResidentMatrix& m, const float* dY, int64_t T, float* dX) {
+    const int64_t rows = m.rows, cols = m.cols, nsb = cols / engine::kSuperTileCols, nb = nsb * 8;
+    const int64_t threads = pool_.size(), n_sb = std::min(nsb, threads), n_t = std::min(T, ceil_div(threads, n_sb));
+    if (static_cast<int64_t>(q4k_offsets_.size()) < T * nb) q4k_offsets_.resize(static_cast<size_t>(T * nb));
+    float* G = q4k_offsets_.data();
+    pool_.parallel_for(n_sb * n_t, [&](int64_t i, int worker) {
+      const int64_t s0 = i / n_t * nsb / n_sb, s1 = (i / n_t + 1) * nsb / n_sb;
+      const int64_t t0 = i % n_t * T / n_t, t1 = (i % n_t + 1) * T / n_t;
+      const int64_t b0 = s0 * 8, nbs = (s1 - s0) * 8;
+      std::vector<float>& C = scratch(worker).q4k_offset_slab;
+      if (static_cast<int64_t>(C.size()) < kOffsetRows * nbs) C.resize(static_cast<size_t>(kOffsetRows * nbs));
+      for (int64_t t = t0; t < t1; ++t) std::fill_n(G + t * nb + b0, nbs, 0.0f);
+      for (int64_t r0 = 0; r0 < rows; r0 += kOffsetRows) {
+        const int64_t nr = std::min(kOffsetRows, rows - r0);
+        for (int64_t r = 0; r < nr; ++r) {
+          const int64_t row = r0 + r;
+          for (int64_t sb = s0; sb < s1; ++sb) {
+            const engine::Q4KBlockScales sc = engine::q4k_block_scales(
+                m.tiles.tile(row / kTileRows, sb) + static_cast<size_t>(row % kTileRows) * m.tiles.block_bytes);
+            std::copy_n(sc.c, 8, C.data() + r * nbs + (sb - s0) * 8);
+          }
+        }
+        int8_.grad_offset_sums(dY + t0 * rows + r0, rows, t1 - t0, nr, C.data(), nbs, nbs, G + t0 * nb + b0, nb);
+      }
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t c = b0 * engine::kQ8Block; c < (b0 + nbs) * engine::kQ8Block; ++c)
+          dX[t * cols + c] += G[t * nb + c / engine::kQ8Block];
+    });
   }
 
   const engine::PanelKernels& kernels_;
@@ -958,6 +998,7 @@ class CpuEngine final : public FrozenEngine {
   // Staging of the f16 and int8 modes, reused by every product (products run one at a time,
   // on the dispatcher thread): activation-sized, never weight-sized.
   std::vector<float> staged_;
+  std::vector<float> q4k_offsets_;  // Q4_K input gradients: G, tokens x column blocks
   std::vector<int> row_scale_;
   Int8Rows x8_;
   Int8GradRows g8_;

@@ -2,19 +2,19 @@
 // values (like llama.cpp's q8_0 activations), integer dot products with int8 weights, f32
 // accumulation across blocks.
 //
-// Weights: Q4_0 and Q8_0 matrices use their own quants and scales exactly (nothing is
-// requantized). Q4_K matrices do in the forward product: each 32-value sub-block is
-// w = s q - o (q in 0..15, s = d sc and o = dmin mn exact in f32), which is Q4_0's form
-// s (q - 8) plus a per-(row, block) offset c = 8 s - o (one rounding; both products are
-// exact). So a Q4_K forward panel holds q as nibbles with scales s, exactly as a Q4_0 panel,
-// and the offsets (ForwardPanel::offset), added after the integer sums:
-//   Y[t,r] += sum over b, in increasing order, as a chain of f32 fused multiply-adds from 0:
-//             corr = fma(c[r,b], z[t,b], corr),   z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
-// (add_forward_offsets). Every other type (F16, F32, Q5_K, Q6_K), and Q4_K in the input
-// gradient, is dequantized as in f32 mode and its rows requantized to int8 per 32 columns
-// with the activation quantizer (scale max|w|/127): an extra relative error of at most 1/254
-// of each 32-value block's largest weight. (Q4_K's offsets vary along the rows the input
-// gradient reduces over, so they would need a second f32 product there.)
+// Weights: Q4_0, Q8_0 and Q4_K matrices use their own quants and scales exactly (nothing is
+// requantized). A Q4_K 32-value sub-block is w = s q - o (q in 0..15, s = d sc and o = dmin mn
+// exact in f32), which is Q4_0's form s (q - 8) plus a per-(row, block) offset c = 8 s - o
+// (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do, with scales
+// s, and the offsets enter as f32 chains of fused multiply-adds from 0 after the integer
+// products (in increasing order of the reduced index):
+//   forward     Y[t,r]  += sum over b of c[r,b] z[t,b],  z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
+//               (ForwardPanel::offset, add_forward_offsets)
+//   input grad  dX[t,c] += G[t,b] for the columns c of block b, G[t,b] = sum over rows r of
+//               c[r,b] dY[t,r]   (grad_offset_sums, after the whole integer product)
+// Every other type (F16, F32, Q5_K, Q6_K) is dequantized as in f32 mode and its rows
+// requantized to int8 per 32 columns with the activation quantizer (scale max|w|/127): an
+// extra relative error of at most 1/254 of each 32-value block's largest weight.
 //
 // The definition, for one token t and one matrix W (rows r, columns c, blocks b of 32):
 //   forward     Y[t,r]  = sum over b, in increasing order, as a chain of f32 fused
@@ -71,9 +71,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "../quant/blocks.h"
+#include "nightlora/util/half.h"
 #include "tile_layout.h"
 
 namespace nl::engine {
@@ -109,16 +112,24 @@ struct ForwardPanel {
   }
 };
 
-// Whether the int8 forward product packs a tiled matrix of this type from its stored quants
-// (pack_forward_tiles): Q4_0, Q8_0 and Q4_K. The input gradient does for Q4_0 and Q8_0.
-inline bool int8_forward_uses_tiles(QType t) { return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K; }
+// Whether the int8 products pack a tiled matrix of this type from its stored quants
+// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0 and Q4_K.
+inline bool int8_uses_stored_quants(QType t) { return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K; }
 
-// The scale s = d sc and offset c = 8 s - dmin mn of sub-block j of a Q4_K block (the
-// definition above; every set's packers use it).
+// The scales s = d sc and offsets c = 8 s - dmin mn of the 8 sub-blocks of a Q4_K block (the
+// definition above; every set's packers use them), and the scale of sub-block j alone.
 struct Q4KBlockScales {
   float s[8], c[8];
 };
 Q4KBlockScales q4k_block_scales(const uint8_t* block);
+inline float q4k_scale(const uint8_t* block, int j) {
+  uint16_t d;
+  std::memcpy(&d, block, sizeof d);
+  uint8_t sc, mn;
+  quant::unpack_scale_min_k4(j, block + 4, &sc, &mn);
+  return fp16_to_f32(d) * static_cast<float>(sc);
+}
+inline constexpr size_t kQ4KQuantsOffset = 16;  // d, dmin, 12 bytes of scales and mins
 
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
@@ -168,7 +179,7 @@ struct Int8Kernels {
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
   // Packs row group g (8 rows) of a Q4_0/Q8_0/Q4_K tiled matrix, every column block.
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
-  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0 tiled matrix.
+  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0/Q4_K tiled matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
   // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats
   // and pack_grad_floats below define them.
@@ -201,13 +212,20 @@ struct Int8Kernels {
   // i < nr: z[t*ldz + b] = dx[t,b] * float(sum[t,b]) (forward_offset_factors).
   void (*add_forward_offsets)(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
                               int64_t ldy) = nullptr;
+  // Q4_K's input-gradient offsets, rows [0, nrows) of a chain that goes on over the rows:
+  // G[t*ldg + b] = fma(C[r*ldc + b], dY[t*ldy + r], G[t*ldg + b]) for r = 0, 1, ..., for
+  // t < nt and b < nb (a multiple of 8).
+  void (*grad_offset_sums)(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                           int64_t nb, float* G, int64_t ldg) = nullptr;
 };
 
 // z = d * float(sum), n values (the factors the offsets multiply; one rounding each).
 void forward_offset_factors(const float* d, const int32_t* sum, int64_t n, float* z);
-// The scalar definition of add_forward_offsets (sets without their own use it).
+// The scalar definitions of add_forward_offsets and grad_offset_sums.
 void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
                                 int64_t ldy);
+void grad_offset_sums_scalar(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                             int64_t nb, float* G, int64_t ldg);
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                           const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);

@@ -383,8 +383,60 @@ void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   }
 }
 
+// pack_grad_tiles for Q4_K (kFull as above): a sub-block's 32 nibbles of a row are 32 bytes'
+// low or high halves, so the 4 rows of a chunk interleave as Q8_0's do, then give q - 8.
+template <bool kFull>
+void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+  const size_t row_bytes = m.block_bytes * static_cast<size_t>(m.n_blocks());
+  constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int j = static_cast<int>(b % 8);
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * kGradPanelBlockBytes);
+    float* scales = p.rho.data() + (b - b0) * kGradRowBlock;
+    for (int64_t gi = 0; gi < kGroups; ++gi) {  // the row block's row groups (tiles), 2 chunks each
+      const int64_t g = rb * kGroups + gi;
+      const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
+      if (nr > 0 && j == 0)  // (the next row block's tile of these columns, as pack_grad_tiles_kind)
+        prefetch_ahead(tile, kGroups * kTileRows * row_bytes, static_cast<size_t>(nr) * m.block_bytes);
+      for (int64_t i = 0; i < kTileRows; ++i)
+        scales[8 * gi + i] = kFull || i < nr ? q4k_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
+          __m128i r[4];
+          for (int64_t s = 0; s < 4; ++s) {
+            if (!kFull && i0 + s >= nr) {  // a padded row: value 0
+              r[s] = _mm_setzero_si128();
+              continue;
+            }
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
+                tile + static_cast<size_t>(i0 + s) * m.block_bytes + kQ4KQuantsOffset + 32 * (j / 2) + 16 * half));
+            const __m128i u = j % 2 == 0 ? _mm_and_si128(raw, low) : _mm_and_si128(_mm_srli_epi16(raw, 4), low);
+            r[s] = _mm_sub_epi8(u, eight);
+          }
+          const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+          const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+          _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k,
+                              _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo)));
+          _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k,
+                              _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)));
+        }
+      }
+    }
+  }
+}
+
 void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
+  if (m.type == QType::Q4_K) {
+    p.kind = Int8Kind::Nibble;
+    p.resize(b1 - b0);
+    full ? pack_grad_q4k_tiles_kind<true>(m, rb, b0, b1, p) : pack_grad_q4k_tiles_kind<false>(m, rb, b0, b1, p);
+    normalize_grad_scales_avx2(p);
+    return;
+  }
   p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
   p.resize(b1 - b0);
   if (q4)
@@ -1093,6 +1145,31 @@ void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const For
   }
 }
 
+// grad_offset_sums (kernels_int8.h): 8 blocks per vector, four vectors' chains at once.
+void grad_offset_sums_avx2(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                           int64_t nb, float* G, int64_t ldg) {
+  for (int64_t t = 0; t < nt; ++t) {
+    float* g = G + t * ldg;
+    const float* y = dY + t * ldy;
+    int64_t b = 0;
+    for (; b + 32 <= nb; b += 32) {
+      __m256 acc[4];
+      for (int k = 0; k < 4; ++k) acc[k] = _mm256_loadu_ps(g + b + 8 * k);
+      for (int64_t r = 0; r < nrows; ++r) {
+        const __m256 v = _mm256_broadcast_ss(y + r);
+        for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(C + r * ldc + b + 8 * k), v, acc[k]);
+      }
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(g + b + 8 * k, acc[k]);
+    }
+    for (; b < nb; b += 8) {
+      __m256 acc = _mm256_loadu_ps(g + b);
+      for (int64_t r = 0; r < nrows; ++r)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(C + r * ldc + b), _mm256_broadcast_ss(y + r), acc);
+      _mm256_storeu_ps(g + b, acc);
+    }
+  }
+}
+
 inline Int8Kernels avx2_int8_kernels(const char* isa) {
   return {isa,
           quantize_row_avx2,
@@ -1105,7 +1182,8 @@ inline Int8Kernels avx2_int8_kernels(const char* isa) {
           grad_rows_avx2,
           input_grad_avx2,
           nullptr,
-          add_forward_offsets_avx2};
+          add_forward_offsets_avx2,
+          grad_offset_sums_avx2};
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #pragma once
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels_int8.h"
@@ -519,11 +520,52 @@ void normalize_grad_scales_neon(GradPanel& p) {
   }
 }
 
+// pack_grad_tiles for Q4_K: each row's 32 nibbles of sub-block j (the low or high halves
+// of 32 bytes), values q - 8, interleaved per column as above.
+void pack_grad_q4k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const uint8x16_t low = vdupq_n_u8(0x0F), eight = vdupq_n_u8(8);
+  constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int j = static_cast<int>(b % 8);
+    uint8_t* out = p.q.data() + (b - b0) * kGradPanelBlockBytes;
+    float* scales = p.rho.data() + (b - b0) * kGradRowBlock;
+    for (int64_t gi = 0; gi < kGroups; ++gi) {
+      const int64_t g = rb * kGroups + gi;
+      const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
+      for (int64_t i = 0; i < kTileRows; ++i)
+        scales[8 * gi + i] = i < nr ? q4k_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        uint8x16_t lo[4], hi[4];  // columns 0..15 and 16..31 of the 4 rows, as signed values
+        for (int64_t s = 0; s < 4; ++s) {
+          if (i0 + s >= nr) {  // a padded row: value 0
+            lo[s] = hi[s] = vdupq_n_u8(0);
+            continue;
+          }
+          const uint8_t* q = tile + static_cast<size_t>(i0 + s) * m.block_bytes + kQ4KQuantsOffset + 32 * (j / 2);
+          const uint8x16_t a = vld1q_u8(q), c = vld1q_u8(q + 16);
+          lo[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(a, low) : vshrq_n_u8(a, 4), eight);
+          hi[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(c, low) : vshrq_n_u8(c, 4), eight);
+        }
+        const uint8x8x4_t groups[4] = {
+            {{vget_low_u8(lo[0]), vget_low_u8(lo[1]), vget_low_u8(lo[2]), vget_low_u8(lo[3])}},
+            {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
+            {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
+            {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
+        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * kGradChunks + k) * 32, groups[cg]);
+      }
+    }
+  }
+}
+
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble : Int8Kind::Signed;
   p.resize(b1 - b0);
-  if (q4)
+  if (m.type == QType::Q4_K)
+    pack_grad_q4k_tiles_neon(m, rb, b0, b1, p);
+  else if (q4)
     full ? pack_grad_tiles_kind_neon<true, true>(m, rb, b0, b1, p)
          : pack_grad_tiles_kind_neon<true, false>(m, rb, b0, b1, p);
   else
@@ -557,6 +599,25 @@ void add_forward_offsets_neon(const float* z, int64_t ldz, int64_t nt, const For
   }
 }
 
+// grad_offset_sums (kernels_int8.h): 4 blocks per vector, four vectors' chains at once.
+void grad_offset_sums_neon(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                           int64_t nb, float* G, int64_t ldg) {
+  for (int64_t t = 0; t < nt; ++t) {
+    float* g = G + t * ldg;
+    const float* y = dY + t * ldy;
+    for (int64_t b = 0; b < nb; b += 16) {
+      const int n = static_cast<int>(std::min<int64_t>(4, (nb - b) / 4));
+      float32x4_t acc[4];
+      for (int k = 0; k < n; ++k) acc[k] = vld1q_f32(g + b + 4 * k);
+      for (int64_t r = 0; r < nrows; ++r) {
+        const float32x4_t v = vdupq_n_f32(y[r]);
+        for (int k = 0; k < n; ++k) acc[k] = vfmaq_f32(acc[k], vld1q_f32(C + r * ldc + b + 4 * k), v);
+      }
+      for (int k = 0; k < n; ++k) vst1q_f32(g + b + 4 * k, acc[k]);
+    }
+  }
+}
+
 // The set, named isa.
 inline Int8Kernels neon_int8_kernels(const char* isa) {
   return {isa,
@@ -570,7 +631,8 @@ inline Int8Kernels neon_int8_kernels(const char* isa) {
           grad_rows_neon,
           input_grad_neon,
           nullptr,
-          add_forward_offsets_neon};
+          add_forward_offsets_neon,
+          grad_offset_sums_neon};
 }
 
 }  // namespace

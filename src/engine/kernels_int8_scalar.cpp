@@ -3,7 +3,6 @@
 // (weights that are not Q4_0/Q8_0) are shared by every ISA.
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
 #include <cstring>
 
 #include "kernels_int8.h"
@@ -71,7 +70,7 @@ void pack_forward_q4k_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel
     for (int64_t i = 0; i < 8; ++i) {
       const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
       const Q4KBlockScales sc = i < nr ? q4k_block_scales(block) : Q4KBlockScales{};
-      const uint8_t* qs = block + offsetof(quant::BlockQ4_K, qs);
+      const uint8_t* qs = block + kQ4KQuantsOffset;
       for (int64_t j = 0; j < 8; ++j) {
         const int64_t b = sb * 8 + j;
         p.d[static_cast<size_t>(b * 8 + i)] = sc.s[j];
@@ -99,7 +98,28 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
   if (p.kind == Int8Kind::Signed) forward_weight_sums(p);
 }
 
+// Rows of a Q4_K row block: each sub-block's values q - 8 with scales s (the offsets are
+// grad_offset_sums').
+void pack_grad_q4k_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  p.kind = Int8Kind::Nibble;
+  p.resize(b1 - b0);
+  for (int64_t r = 0; r < kGradRowBlock; ++r) {
+    const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;
+    const bool valid = row < m.rows;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int j = static_cast<int>(b % 8);
+      const uint8_t* block = valid ? m.tile(g, b / 8) + static_cast<size_t>(i) * m.block_bytes : nullptr;
+      p.rho[static_cast<size_t>((b - b0) * kGradRowBlock + r)] = valid ? q4k_scale(block, j) : 0.0f;
+      for (int64_t k = 0; k < kQ8Block; ++k)
+        p.q[grad_index(b - b0, r, k)] =
+            valid ? static_cast<uint8_t>(((block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8) : 0;
+    }
+  }
+  normalize_grad_scales(p);
+}
+
 void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  if (m.type == QType::Q4_K) return pack_grad_q4k_tiles_scalar(m, rb, b0, b1, p);
   p.kind = tile_kind(m);
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
@@ -189,6 +209,16 @@ void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const F
       for (int64_t b = 0; b < p.blocks; ++b)
         corr = std::fma(p.offset[static_cast<size_t>(b * 8 + i)], z[t * ldz + b], corr);
       Y[t * ldy + i] += corr;
+    }
+}
+
+void grad_offset_sums_scalar(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                             int64_t nb, float* G, int64_t ldg) {
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      float acc = G[t * ldg + b];
+      for (int64_t r = 0; r < nrows; ++r) acc = std::fma(C[r * ldc + b], dY[t * ldy + r], acc);
+      G[t * ldg + b] = acc;
     }
 }
 
@@ -293,12 +323,13 @@ const Int8Kernels& int8_kernels_scalar() {
                              grad_rows_scalar,
                              input_grad_scalar,
                              nullptr,
-                             add_forward_offsets_scalar};
+                             add_forward_offsets_scalar,
+                             grad_offset_sums_scalar};
   return k;
 }
 
 bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type) {
-  return type == QType::Q4_0 || &k != int8_kernels_neon_widening();
+  return type == QType::Q4_0 || type == QType::Q4_K || &k != int8_kernels_neon_widening();
 }
 
 }  // namespace nl::engine

@@ -14,27 +14,24 @@
 namespace nl::engine {
 namespace {
 
-// W as int8 per (row, 32-column block): Q4_0/Q8_0 quants and scales as stored, and Q4_K's in
-// the forward product (with its offsets c), other types dequantized and requantized
-// (kernels_int8.h).
+// W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K quants and scales as stored (Q4_K's
+// with its offsets c), other types dequantized and requantized (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
   std::vector<float> d;   // rows x blocks
-  std::vector<float> c;   // rows x blocks: Q4_K's offsets in the forward product, else empty
+  std::vector<float> c;   // rows x blocks: Q4_K's offsets, else empty
   int w(int64_t r, int64_t c) const { return q[static_cast<size_t>(r * blocks * kQ8Block + c)]; }
   float scale(int64_t r, int64_t b) const { return d[static_cast<size_t>(r * blocks + b)]; }
 };
 
-enum class Product { Forward, InputGrad };
-
-Int8Weights int8_weights(const TensorView& W, Product product) {
+Int8Weights int8_weights(const TensorView& W) {
   Int8Weights iw;
   iw.rows = W.rows();
   iw.blocks = (W.cols() + kQ8Block - 1) / kQ8Block;
   iw.q.assign(static_cast<size_t>(iw.rows * iw.blocks * kQ8Block), 0);
   iw.d.assign(static_cast<size_t>(iw.rows * iw.blocks), 0.0f);
-  const bool q4k = W.type == QType::Q4_K && product == Product::Forward;
+  const bool q4k = W.type == QType::Q4_K;
   if (q4k) iw.c.assign(iw.d.size(), 0.0f);
   std::vector<float> row(static_cast<size_t>(W.cols()));
   std::vector<int32_t> sums(static_cast<size_t>(iw.blocks));
@@ -75,7 +72,7 @@ Int8Weights int8_weights(const TensorView& W, Product product) {
 }
 
 void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
-  const Int8Weights iw = int8_weights(W, Product::Forward);
+  const Int8Weights iw = int8_weights(W);
   const int64_t rows = W.rows(), cols = W.cols(), nb = iw.blocks;
   std::vector<int8_t> qx(static_cast<size_t>(nb * kQ8Block));
   std::vector<float> dx(static_cast<size_t>(nb));
@@ -102,7 +99,7 @@ void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
 }
 
 void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX) {
-  const Int8Weights iw = int8_weights(W, Product::InputGrad);
+  const Int8Weights iw = int8_weights(W);
   const int64_t rows = W.rows(), cols = W.cols();
   std::memset(dX, 0, static_cast<size_t>(T * cols) * sizeof(float));
   int16_t y16[kGradRowBlock];
@@ -126,6 +123,13 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
         }
       }
     }
+  if (!iw.c.empty())  // Q4_K's offsets, after the integer product
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t b = 0; b < iw.blocks; ++b) {
+        float g = 0.0f;
+        for (int64_t r = 0; r < rows; ++r) g = std::fma(iw.c[static_cast<size_t>(r * iw.blocks + b)], dY[t * rows + r], g);
+        for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block; ++c) dX[t * cols + c] += g;
+      }
 }
 
 // f16 mode around an f32 product: inputs guarded and rounded, outputs unscaled, guarded,

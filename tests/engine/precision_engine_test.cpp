@@ -179,6 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
                       PrecisionCase{QType::F16, 45, 75, 9},     // ragged columns (not whole 32-blocks)
                       PrecisionCase{QType::F32, 33, 64, 6},
                       PrecisionCase{QType::Q4_K, 40, 256, 5},
+                      // Q4_K input-gradient offsets over 3 slabs of rows and 3 super-blocks
+                      PrecisionCase{QType::Q4_K, 300, 768, 9},
                       PrecisionCase{QType::Q5_K, 24, 512, 5},
                       PrecisionCase{QType::Q6_K, 24, 256, 4}),
     [](const ::testing::TestParamInfo<PrecisionCase>& i) {

@@ -255,8 +255,7 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       EXPECT_EQ(y1, y0) << "forward quad, groups " << g << " to " << g + 3;
     }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
-    // (Q4_K's input gradient packs requantized floats: FloatPackersMatchTheScalarSet.)
-    for (int64_t rb = 0; s.type != QType::Q4_K && rb * RB < s.rows; ++rb) {
+    for (int64_t rb = 0; rb * RB < s.rows; ++rb) {
       GradPanel p0, p1;
       ref.pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p0);
       k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
@@ -313,6 +312,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                            return std::string(nl::qtype_info(i.param.type).name) + "_" +
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
                          });
+
+// Q4_K's input-gradient offsets (grad_offset_sums): each set's chains against the scalar
+// set's, continued over two slabs of rows as the engine runs them, on 8 to 56 blocks (the
+// AVX2 set's groups of 32 and single vectors).
+TEST(Int8Kernels, GradOffsetSumsMatchTheScalarSet) {
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  const int64_t T = 5, rows = 200, split = 128;
+  for (const int64_t nb : {8, 32, 56}) {
+    const std::vector<float> C = random_vec(static_cast<size_t>(rows * nb), 21);
+    const std::vector<float> dY = random_vec(static_cast<size_t>(T * rows), 22);
+    const std::vector<float> start = random_vec(static_cast<size_t>(T * nb), 23);
+    std::vector<float> g0 = start;
+    ref.grad_offset_sums(dY.data(), rows, T, rows, C.data(), nb, nb, g0.data(), nb);
+    for (const Int8Kernels* k : simd_sets()) {
+      SCOPED_TRACE(k->isa);
+      std::vector<float> g1 = start;
+      k->grad_offset_sums(dY.data(), rows, T, split, C.data(), nb, nb, g1.data(), nb);
+      k->grad_offset_sums(dY.data() + split, rows, T, rows - split, C.data() + split * nb, nb, nb, g1.data(), nb);
+      EXPECT_EQ(g1, g0) << nb << " blocks";
+    }
+  }
+}
 
 // The forward's integer sums at their bounds: every Q4_0 nibble 15 and every activation -128
 // or 127, so each lane's 8 products of a block reach 8 x 15 x 128 (the NEON widening set
