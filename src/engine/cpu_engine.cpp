@@ -617,8 +617,8 @@ class CpuEngine final : public FrozenEngine {
   int threads() const override { return pool_.size(); }
   std::string isa() const override { return engine::engine_isa_name(kernels_.isa, int8_); }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
-  // The int8 mode is cheaper on Q4_0/Q8_0 tiles, whose quants it uses as stored, with every
-  // set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants). Other types
+  // The int8 mode is cheaper on Q4_0/Q8_0/Q4_K tiles, whose quants it uses as stored, with
+  // every set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants). Other types
   // are dequantized and requantized per task, which pays only on some CPUs
   // (int8_beats_f32_when_requantizing: on Zen 5 with AVX-VNNI int8 forward 2.1-2.3x PyTorch's
   // f32 GFLOP/s against 0.8x in f32 mode; on Zen 1 int8 took 1.3-1.5x the f32 time).
@@ -958,7 +958,8 @@ class CpuEngine final : public FrozenEngine {
   // over all rows of c[r,b] dY[t,r]. Each task takes a range of super-blocks (8 column
   // blocks) and of tokens; it unpacks its super-blocks' offsets kOffsetRows rows at a time
   // (a slab of C, in its scratch) and carries its chains of G on through the slabs.
-  static constexpr int64_t kOffsetRows = 128;
+  static constexpr int64_t kOffsetRows = 128;  // whole row groups
+  static_assert(kOffsetRows % kTileRows == 0);
   void add_q4k_grad_offsets(const ResidentMatrix& m, const float* dY, int64_t T, float* dX) {
     const int64_t rows = m.rows, cols = m.cols, nsb = cols / engine::kSuperTileCols, nb = nsb * 8;
     const int64_t threads = pool_.size(), n_sb = std::min(nsb, threads), n_t = std::min(T, ceil_div(threads, n_sb));
@@ -973,14 +974,15 @@ class CpuEngine final : public FrozenEngine {
       for (int64_t t = t0; t < t1; ++t) std::fill_n(G + t * nb + b0, nbs, 0.0f);
       for (int64_t r0 = 0; r0 < rows; r0 += kOffsetRows) {
         const int64_t nr = std::min(kOffsetRows, rows - r0);
-        for (int64_t r = 0; r < nr; ++r) {
-          const int64_t row = r0 + r;
+        for (int64_t g = r0 / kTileRows; g * kTileRows < r0 + nr; ++g)  // a row group's tiles are one run
           for (int64_t sb = s0; sb < s1; ++sb) {
-            const engine::Q4KBlockScales sc = engine::q4k_block_scales(
-                m.tiles.tile(row / kTileRows, sb) + static_cast<size_t>(row % kTileRows) * m.tiles.block_bytes);
-            std::copy_n(sc.c, 8, C.data() + r * nbs + (sb - s0) * 8);
+            const uint8_t* tile = m.tiles.tile(g, sb);
+            for (int64_t i = 0; i < m.tiles.group_rows(g); ++i) {
+              const engine::Q4KBlockScales sc =
+                  engine::q4k_block_scales(tile + static_cast<size_t>(i) * m.tiles.block_bytes);
+              std::copy_n(sc.c, 8, C.data() + (g * kTileRows + i - r0) * nbs + (sb - s0) * 8);
+            }
           }
-        }
         int8_.grad_offset_sums(dY + t0 * rows + r0, rows, t1 - t0, nr, C.data(), nbs, nbs, G + t0 * nb + b0, nb);
       }
       for (int64_t t = t0; t < t1; ++t)

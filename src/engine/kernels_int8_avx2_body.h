@@ -1145,29 +1145,63 @@ void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const For
   }
 }
 
-// grad_offset_sums (kernels_int8.h): 8 blocks per vector, four vectors' chains at once.
-void grad_offset_sums_avx2(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
-                           int64_t nb, float* G, int64_t ldg) {
-  for (int64_t t = 0; t < nt; ++t) {
-    float* g = G + t * ldg;
-    const float* y = dY + t * ldy;
-    int64_t b = 0;
-    for (; b + 32 <= nb; b += 32) {
-      __m256 acc[4];
-      for (int k = 0; k < 4; ++k) acc[k] = _mm256_loadu_ps(g + b + 8 * k);
-      for (int64_t r = 0; r < nrows; ++r) {
-        const __m256 v = _mm256_broadcast_ss(y + r);
-        for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(C + r * ldc + b + 8 * k), v, acc[k]);
-      }
-      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(g + b + 8 * k, acc[k]);
-    }
-    for (; b < nb; b += 8) {
-      __m256 acc = _mm256_loadu_ps(g + b);
-      for (int64_t r = 0; r < nrows; ++r)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(C + r * ldc + b), _mm256_broadcast_ss(y + r), acc);
-      _mm256_storeu_ps(g + b, acc);
+// grad_offset_sums (kernels_int8.h): 8 blocks per vector; up to four tokens times two vectors
+// of blocks go together, eight independent chains (fewer would wait on the fma latency).
+template <int kTokens, int kVecs>
+inline void grad_offset_chains(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc, float* G,
+                               int64_t ldg) {
+  __m256 acc[kTokens][kVecs];
+  for (int k = 0; k < kTokens; ++k)
+    for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm256_loadu_ps(G + k * ldg + 8 * v);
+  for (int64_t r = 0; r < nrows; ++r) {
+    __m256 c[kVecs];
+    for (int v = 0; v < kVecs; ++v) c[v] = _mm256_loadu_ps(C + r * ldc + 8 * v);
+    for (int k = 0; k < kTokens; ++k) {
+      const __m256 y = _mm256_broadcast_ss(dY + k * ldy + r);
+      for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm256_fmadd_ps(c[v], y, acc[k][v]);
     }
   }
+  for (int k = 0; k < kTokens; ++k)
+    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(G + k * ldg + 8 * v, acc[k][v]);
+}
+
+#if NL_INT8_VNNI_EVEX
+// The same chains 16 blocks per vector (the AVX-512 set: half the fma instructions).
+template <int kTokens, int kVecs>
+inline void grad_offset_chains512(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc, float* G,
+                                  int64_t ldg) {
+  __m512 acc[kTokens][kVecs];
+  for (int k = 0; k < kTokens; ++k)
+    for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm512_loadu_ps(G + k * ldg + 16 * v);
+  for (int64_t r = 0; r < nrows; ++r) {
+    __m512 c[kVecs];
+    for (int v = 0; v < kVecs; ++v) c[v] = _mm512_loadu_ps(C + r * ldc + 16 * v);
+    for (int k = 0; k < kTokens; ++k) {
+      const __m512 y = _mm512_set1_ps(dY[k * ldy + r]);
+      for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm512_fmadd_ps(c[v], y, acc[k][v]);
+    }
+  }
+  for (int k = 0; k < kTokens; ++k)
+    for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(G + k * ldg + 16 * v, acc[k][v]);
+}
+#endif
+
+template <int kTokens>
+inline void grad_offset_token_group(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc,
+                                    int64_t nb, float* G, int64_t ldg) {
+  int64_t b = 0;
+#if NL_INT8_VNNI_EVEX
+  for (; b + 32 <= nb; b += 32) grad_offset_chains512<kTokens, 2>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+#endif
+  for (; b + 16 <= nb; b += 16) grad_offset_chains<kTokens, 2>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+  if (b < nb) grad_offset_chains<kTokens, 1>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+}
+
+void grad_offset_sums_avx2(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
+                           int64_t nb, float* G, int64_t ldg) {
+  int64_t t = 0;
+  for (; t + 4 <= nt; t += 4) grad_offset_token_group<4>(dY + t * ldy, ldy, nrows, C, ldc, nb, G + t * ldg, ldg);
+  for (; t < nt; ++t) grad_offset_token_group<1>(dY + t * ldy, ldy, nrows, C, ldc, nb, G + t * ldg, ldg);
 }
 
 inline Int8Kernels avx2_int8_kernels(const char* isa) {

@@ -182,17 +182,27 @@ void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t l
 }  // namespace
 
 Q4KBlockScales q4k_block_scales(const uint8_t* block) {
-  quant::BlockQ4_K b;
-  std::memcpy(&b, block, sizeof b);
-  const float d = fp16_to_f32(b.d), dmin = fp16_to_f32(b.dmin);
+  uint16_t d16, dmin16;  // (the block's first bytes: d, dmin, then the scales and mins)
+  std::memcpy(&d16, block, 2);
+  std::memcpy(&dmin16, block + 2, 2);
+  const float d = fp16_to_f32(d16), dmin = fp16_to_f32(dmin16);
+  // unpack_scale_min_k4 for the 8 sub-blocks at once, 4 bytes per word (little-endian):
+  // sub-blocks 0-3 are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 take their
+  // low 4 bits from the nibbles of bytes 8-11 and their top 2 from the top bits of 0-3 / 4-7.
+  uint32_t u[3];
+  std::memcpy(u, block + 4, sizeof u);
+  const uint32_t six = 0x3f3f3f3f, four = 0x0f0f0f0f, top = 0x30303030;
+  const uint32_t sc_words[2] = {u[0] & six, (u[2] & four) | ((u[0] >> 2) & top)};
+  const uint32_t mn_words[2] = {u[1] & six, ((u[2] >> 4) & four) | ((u[1] >> 2) & top)};
+  uint8_t sc[8], mn[8];
+  std::memcpy(sc, sc_words, sizeof sc);
+  std::memcpy(mn, mn_words, sizeof mn);
   Q4KBlockScales out;
   for (int j = 0; j < 8; ++j) {
-    uint8_t sc, mn;
-    quant::unpack_scale_min_k4(j, b.scales, &sc, &mn);
     // d sc and dmin mn are exact (11-bit by 6-bit), so however a compiler fuses the
     // subtraction, c is 8 s - o rounded once.
-    out.s[j] = d * static_cast<float>(sc);
-    out.c[j] = 8.0f * out.s[j] - dmin * static_cast<float>(mn);
+    out.s[j] = d * static_cast<float>(sc[j]);
+    out.c[j] = 8.0f * out.s[j] - dmin * static_cast<float>(mn[j]);
   }
   return out;
 }

@@ -274,14 +274,14 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
 // as stored) on every CPU, but for Q8_0 not on an arm64 one without the dot-product
 // extension, where the widening int8 kernels execute more instructions than the f32 ones
 // (the arm64 tests run under qemu both ways: -cpu max and -cpu cortex-a53).
-TEST(PrecisionInt8, OfferedForQ4_0AndQ8_0ExceptQ8_0OnArm64WithoutDotprod) {
+TEST(PrecisionInt8, OfferedForStoredQuantsExceptQ8_0OnArm64WithoutDotprod) {
   bool dotprod = true;
 #if defined(__aarch64__)
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  for (const QType type : {QType::Q4_0, QType::Q8_0}) {
-    PrecisionModel mm(type, 32, 64, 13);
-    const bool cheaper = type == QType::Q4_0 || dotprod;
+  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K}) {
+    PrecisionModel mm(type, 32, 256, 13);
+    const bool cheaper = type != QType::Q8_0 || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
               cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})
