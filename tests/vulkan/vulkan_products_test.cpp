@@ -111,10 +111,12 @@ constexpr double kF16Bound = 1.0 / 1024 + 1e-5;
 //       of .5: one activation step (max/127 of a block) times a weight, per flip.
 constexpr double kInt8Bound = 2e-3;
 //  Q4_K is held as F16 (dequantized once at load): each weight carries one f16 rounding
-//  (relative 2^-11), so products carry up to 2^-11 of sum |x||w| more; the int8 mode then
-//  requantizes those f16 weights, which may move weight quants by one step as well.
+//  (relative 2^-11), so products carry up to 2^-11 of sum |x||w| more. Its int8 mode then
+//  requantizes those f16 weights (1/254 of each 32-value block's largest weight), where the
+//  cpu engine's int8 definition takes Q4_K's stored quants (kernels_int8.h): measured up to
+//  1.7e-2 of the reference scale apart in the input gradient.
 constexpr double kConvertedBound = 2e-3;
-constexpr double kConvertedInt8Bound = 1.5e-2;
+constexpr double kConvertedInt8Bound = 3e-2;
 
 void check_case(nl::FrozenEngine& e, const OneShapeModel& m, const Case& c, int64_t T, Precision p,
                 bool input_grad) {
