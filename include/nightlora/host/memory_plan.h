@@ -116,6 +116,11 @@ constexpr size_t kRuntimeGrowthBytes = size_t{1} << 20;
 // made before it). Measured on qwen2.5-0.5b (rank 8, all targets): the save no longer shows
 // in the peak (docs/PERFORMANCE.md, Memory; it held 4.3 copies of the state before it streamed).
 constexpr size_t kCheckpointSavePieceBytes = size_t{1} << 20;
+// The replay recording of a precision calibration by group search (train's default,
+// train/precision_setup.cpp, and bench-step's): the search's first trial changes the first
+// product already, so a larger recording serves little; this one keeps the calibration, and
+// what it leaves held in the training phase (calibration_residue_bytes), within the plan.
+constexpr size_t kGroupSearchReplayBytes = size_t{32} << 20;
 
 // "1500000000", "800MiB", "800M", "1.5GiB", "2G", "4096KiB": bytes. Throws nl::Error naming
 // the accepted forms.
