@@ -677,12 +677,12 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   // run record's writes) are not charged. (Charged from before the setup, a 0.35 s budget
   // was once used up before the first step, in a test under the load of the whole suite.)
   session_start = SystemClock().now_s();
-  // The adapter run() returns is not kept: the final files are written from the trainer's own
-  // (no copy of it next to the adapter writers' own).
+  // run() returns the trainer's own adapter by reference (no copy): the final files are
+  // written from it, or from the best one kept, below.
   if (early_stopped) {
     // Stopped early in an earlier session: only the files are rewritten (below).
   } else if (trainer.finished() || gate_allows(stop_reason)) {
-    (void)trainer.run(on_step, on_val, at_boundary);
+    trainer.run(on_step, on_val, at_boundary);
   } else if (trainer.steps_done() != last_saved || store.list().empty()) {
     save();
   }
