@@ -283,6 +283,21 @@ bool same_shape(const LoraPair& p, const LoraPair& q, int64_t rank) {
   return p.enabled == q.enabled && p.in == q.in && p.out == q.out && q.A.size() == na && q.B.size() == nb;
 }
 
+// Decodes the values into vectors of the layout's shapes, after read_layout has checked the
+// bytes: the values go straight into them, in the order stored.
+void fill_values(std::string_view bytes, const std::string& where, const LoraAdapter& shape, LoraAdapter& adapter,
+                 LoraAdapter& adam_m, LoraAdapter& adam_v) {
+  adapter.cfg = adam_m.cfg = adam_v.cfg = shape.cfg;
+  Reader r{bytes, where};
+  r.pos = kStateHeaderWords * 8;
+  for (size_t i = 0; i < shape.pairs.size(); ++i) {
+    r.pos += 3 * 8;  // enabled, in, out
+    for (std::vector<float>* v : {&adapter.pairs[i].A, &adapter.pairs[i].B, &adam_m.pairs[i].A, &adam_m.pairs[i].B,
+                                  &adam_v.pairs[i].A, &adam_v.pairs[i].B})
+      r.floats_into(*v, "values");
+  }
+}
+
 }  // namespace
 
 TrainStateLayout read_train_state_layout(std::string_view bytes, const std::string& where) {
@@ -301,17 +316,7 @@ void decode_train_state_into(std::string_view bytes, const std::string& where, L
                       std::to_string(shape.n_layer) + " layers) do not match the adapter it is decoded into",
            "resume with the model and LoRA settings it was trained with");
   }
-  adapter.cfg = shape.cfg;
-  adam_m.cfg = adam_v.cfg = shape.cfg;
-  // The layout is read: the values now go straight into the vectors, in the order stored.
-  Reader r{bytes, where};
-  r.pos = kStateHeaderWords * 8;
-  for (size_t i = 0; i < shape.pairs.size(); ++i) {
-    r.pos += 3 * 8;  // enabled, in, out
-    for (std::vector<float>* v : {&adapter.pairs[i].A, &adapter.pairs[i].B, &adam_m.pairs[i].A, &adam_m.pairs[i].B,
-                                  &adam_v.pairs[i].A, &adam_v.pairs[i].B})
-      r.floats_into(*v, "values");
-  }
+  fill_values(bytes, where, shape, adapter, adam_m, adam_v);
 }
 
 TrainState decode_train_state(std::string_view bytes, const std::string& where) {
@@ -320,8 +325,8 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
   s.step = layout.step;
   s.data_pos = layout.data_pos;
   s.adam_t = layout.adam_t;
-  // The shapes, sized; decode_train_state_into fills them (and reads the layout again: a
-  // few microseconds, and one decoder for both).
+  // The shapes, sized (read_layout found every value in the bytes, so no size is beyond them),
+  // then filled.
   s.adapter = layout.shape;
   for (LoraPair& p : s.adapter.pairs) {
     p.A.resize(p.enabled ? static_cast<size_t>(s.adapter.cfg.rank * p.in) : 0);
@@ -329,7 +334,7 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
   }
   s.adam_m = s.adapter;
   s.adam_v = s.adapter;
-  decode_train_state_into(bytes, where, s.adapter, s.adam_m, s.adam_v);
+  fill_values(bytes, where, layout.shape, s.adapter, s.adam_m, s.adam_v);
   return s;
 }
 
