@@ -141,10 +141,15 @@ std::optional<CheckpointInfo> newest_checkpoint(const fs::path& train_dir, Check
   CheckpointStore store(dir.string());
   std::optional<LoadedCheckpoint> l = store.load_latest();
   if (!l) return std::nullopt;
-  Checkpoint ck = decode_checkpoint(l->payload, l->path);
-  CheckpointInfo info{ck.state.step, ck.meta.progress.value("elapsed_s", 0.0)};
-  if (full) *full = std::move(ck);
-  return info;
+  if (full) {
+    *full = decode_checkpoint(l->payload, l->path);
+    return CheckpointInfo{full->state.step, full->meta.progress.value("elapsed_s", 0.0)};
+  }
+  // The step alone: the state's bytes are checked (read_train_state_layout) but not decoded,
+  // so no copy of the adapter and its moments is made next to the file's bytes.
+  const Checkpoint header = decode_checkpoint_header(l->payload, l->path);
+  const TrainStateLayout layout = read_train_state_layout(checkpoint_state_bytes(l->payload, l->path), l->path);
+  return CheckpointInfo{layout.step, header.meta.progress.value("elapsed_s", 0.0)};
 }
 
 // Training steps planned: train's run.json (total_steps, written atomically as each session

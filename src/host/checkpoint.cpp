@@ -26,6 +26,9 @@ constexpr int64_t kMaxCounter = int64_t{1} << 53;
 // The fewest bytes a stored LoRA pair takes (enabled flag, two sizes, six value counts), so a
 // pair count is checked against the bytes left before anything is allocated for it.
 constexpr uint64_t kMinPairBytes = 9 * 8;
+// The state's fixed words before its pairs: step, data position, AdamW steps, rank, alpha,
+// dropout, targets, LoRA seed, layer count, pair count (write_train_state).
+constexpr size_t kStateHeaderWords = 10;
 
 // Gathers the payload's bytes into pieces of kCheckpointPieceBytes and hands each full piece
 // to the sink: the one buffer a save holds, whatever the size of the state.
@@ -109,18 +112,29 @@ struct Reader {
     if (!std::isfinite(f)) bad(std::string(what) + " is not finite");
     return f;
   }
-  std::vector<float> floats(size_t expect, const char* what) {
-    uint64_t n = u64();
+  // Steps over a count and its floats (checked: the count, the bytes left). Returns whether
+  // every value is finite.
+  bool skip_floats(size_t expect, const char* what) {
+    const uint64_t n = u64();
     if (n != expect) bad(std::string(what) + ": " + std::to_string(n) + " values, expected " + std::to_string(expect));
     if ((b.size() - pos) / 4 < n) bad(std::string(what) + " ends early");
-    std::vector<float> v(n);
-    for (size_t i = 0; i < n; ++i) {
-      uint32_t w = 0;
-      for (int k = 0; k < 4; ++k) w |= static_cast<uint32_t>(static_cast<unsigned char>(b[pos + 4 * i + k])) << (8 * k);
-      std::memcpy(&v[i], &w, 4);
-    }
+    bool finite = true;
+    for (size_t i = 0; i < n; ++i) finite &= std::isfinite(value_at(pos + 4 * i));
     pos += 4 * n;
-    return v;
+    return finite;
+  }
+  // A count and its floats into `v`, which already has that size (read_layout checked it).
+  void floats_into(std::vector<float>& v, const char* what) {
+    if (u64() != v.size() || (b.size() - pos) / 4 < v.size()) bad(std::string(what) + " changed while decoding");
+    for (size_t i = 0; i < v.size(); ++i) v[i] = value_at(pos + 4 * i);
+    pos += 4 * v.size();
+  }
+  float value_at(size_t at) const {
+    uint32_t w = 0;
+    for (int k = 0; k < 4; ++k) w |= static_cast<uint32_t>(static_cast<unsigned char>(b[at + k])) << (8 * k);
+    float f;
+    std::memcpy(&f, &w, 4);
+    return f;
   }
 };
 
@@ -214,9 +228,17 @@ std::string encode_train_state(const TrainStateView& s) {
   return bytes;
 }
 
-TrainState decode_train_state(std::string_view bytes, const std::string& where) {
+namespace {
+
+// The values' part of each pair: A, B, m.A, m.B, v.A, v.B, each a count then the floats.
+constexpr int kValueArrays = 6;
+
+// Reads the counters, the LoRA configuration and every pair's shape, stepping over the values
+// (their counts and lengths checked, each value read once for all_finite): everything that can
+// be wrong with the bytes is found before anything is decoded into place.
+TrainStateLayout read_layout(std::string_view bytes, const std::string& where) {
   Reader r{bytes, where};
-  TrainState s;
+  TrainStateLayout s;
   s.step = r.counter("step");
   s.data_pos = r.counter("data position");
   s.adam_t = r.counter("AdamW step count");
@@ -237,13 +259,12 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
   if (n_pairs != static_cast<uint64_t>(n_layer) * kNumProj) r.bad("pair count does not match the layer count");
   if (n_pairs > (bytes.size() - r.pos) / kMinPairBytes)
     r.bad(std::to_string(n_pairs) + " LoRA pairs cannot fit in the " + std::to_string(bytes.size() - r.pos) + " bytes left");
-  s.adapter.cfg = cfg;
-  s.adapter.n_layer = n_layer;
-  s.adapter.pairs.resize(n_pairs);
-  s.adam_m = s.adapter;
-  s.adam_v = s.adapter;
+  s.shape.cfg = cfg;
+  s.shape.n_layer = n_layer;
+  s.shape.pairs.resize(n_pairs);
+  static const char* const kNames[kValueArrays] = {"A", "B", "A", "B", "A", "B"};
   for (size_t i = 0; i < n_pairs; ++i) {
-    LoraPair shape;
+    LoraPair& shape = s.shape.pairs[i];
     const uint64_t enabled = r.u64();
     if (enabled > 1) r.bad("pair enabled flag " + std::to_string(enabled) + " is neither 0 nor 1");
     shape.enabled = enabled == 1;
@@ -251,16 +272,69 @@ TrainState decode_train_state(std::string_view bytes, const std::string& where) 
     shape.out = r.dim("pair output size");
     const size_t na = shape.enabled ? static_cast<size_t>(cfg.rank * shape.in) : 0;
     const size_t nb = shape.enabled ? static_cast<size_t>(shape.out * cfg.rank) : 0;
-    LoraPair* dst[3] = {&s.adapter.pairs[i], &s.adam_m.pairs[i], &s.adam_v.pairs[i]};
-    for (LoraPair* d : dst) {
-      d->enabled = shape.enabled;
-      d->in = shape.in;
-      d->out = shape.out;
-      d->A = r.floats(na, "A");
-      d->B = r.floats(nb, "B");
-    }
+    for (int k = 0; k < kValueArrays; ++k) s.all_finite &= r.skip_floats(k % 2 == 0 ? na : nb, kNames[k]);
   }
   if (r.pos != bytes.size()) r.bad(std::to_string(bytes.size() - r.pos) + " unexpected bytes at the end");
+  return s;
+}
+
+bool same_shape(const LoraPair& p, const LoraPair& q, int64_t rank) {
+  const size_t na = p.enabled ? static_cast<size_t>(rank * p.in) : 0, nb = p.enabled ? static_cast<size_t>(p.out * rank) : 0;
+  return p.enabled == q.enabled && p.in == q.in && p.out == q.out && q.A.size() == na && q.B.size() == nb;
+}
+
+// Decodes the values into vectors of the layout's shapes, after read_layout has checked the
+// bytes: the values go straight into them, in the order stored.
+void fill_values(std::string_view bytes, const std::string& where, const LoraAdapter& shape, LoraAdapter& adapter,
+                 LoraAdapter& adam_m, LoraAdapter& adam_v) {
+  adapter.cfg = adam_m.cfg = adam_v.cfg = shape.cfg;
+  Reader r{bytes, where};
+  r.pos = kStateHeaderWords * 8;
+  for (size_t i = 0; i < shape.pairs.size(); ++i) {
+    r.pos += 3 * 8;  // enabled, in, out
+    for (std::vector<float>* v : {&adapter.pairs[i].A, &adapter.pairs[i].B, &adam_m.pairs[i].A, &adam_m.pairs[i].B,
+                                  &adam_v.pairs[i].A, &adam_v.pairs[i].B})
+      r.floats_into(*v, "values");
+  }
+}
+
+}  // namespace
+
+TrainStateLayout read_train_state_layout(std::string_view bytes, const std::string& where) {
+  return read_layout(bytes, where);
+}
+
+void decode_train_state_into(std::string_view bytes, const std::string& where, LoraAdapter& adapter,
+                             LoraAdapter& adam_m, LoraAdapter& adam_v) {
+  const TrainStateLayout layout = read_layout(bytes, where);  // all checks, before any value is written
+  const LoraAdapter& shape = layout.shape;
+  for (const LoraAdapter* a : {&adapter, &adam_m, &adam_v}) {
+    bool same = a->n_layer == shape.n_layer && a->cfg.rank == shape.cfg.rank && a->pairs.size() == shape.pairs.size();
+    for (size_t i = 0; same && i < shape.pairs.size(); ++i) same = same_shape(shape.pairs[i], a->pairs[i], shape.cfg.rank);
+    if (!same)
+      fail(where, "the saved adapter's shapes (rank " + std::to_string(shape.cfg.rank) + ", " +
+                      std::to_string(shape.n_layer) + " layers) do not match the adapter it is decoded into",
+           "resume with the model and LoRA settings it was trained with");
+  }
+  fill_values(bytes, where, shape, adapter, adam_m, adam_v);
+}
+
+TrainState decode_train_state(std::string_view bytes, const std::string& where) {
+  const TrainStateLayout layout = read_layout(bytes, where);
+  TrainState s;
+  s.step = layout.step;
+  s.data_pos = layout.data_pos;
+  s.adam_t = layout.adam_t;
+  // The shapes, sized (read_layout found every value in the bytes, so no size is beyond them),
+  // then filled.
+  s.adapter = layout.shape;
+  for (LoraPair& p : s.adapter.pairs) {
+    p.A.resize(p.enabled ? static_cast<size_t>(s.adapter.cfg.rank * p.in) : 0);
+    p.B.resize(p.enabled ? static_cast<size_t>(p.out * s.adapter.cfg.rank) : 0);
+  }
+  s.adam_m = s.adapter;
+  s.adam_v = s.adapter;
+  fill_values(bytes, where, layout.shape, s.adapter, s.adam_m, s.adam_v);
   return s;
 }
 
@@ -307,7 +381,13 @@ std::string_view checkpoint_state_bytes(std::string_view payload, const std::str
 }
 
 Checkpoint decode_checkpoint(std::string_view payload, const std::string& where) {
-  auto [htext, state] = split_payload(payload, where);
+  Checkpoint c = decode_checkpoint_header(payload, where);
+  c.state = decode_train_state(split_payload(payload, where).second, where);
+  return c;
+}
+
+Checkpoint decode_checkpoint_header(std::string_view payload, const std::string& where) {
+  const std::string_view htext = split_payload(payload, where).first;
   const char* hint = "the file is damaged or not written by `nightlora train`; the previous checkpoint is used when there is one";
   const nlohmann::json header = parse_json(htext, where, hint);
   const JsonPlace h(header, where, hint);
@@ -335,7 +415,6 @@ Checkpoint decode_checkpoint(std::string_view payload, const std::string& where)
   }
   if (h.has("precision_plan"))
     c.precision = PrecisionPlan::from_json(header["precision_plan"], -1, where + ": precision_plan");
-  c.state = decode_train_state(state, where);
   return c;
 }
 

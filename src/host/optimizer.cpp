@@ -29,6 +29,12 @@ void AdamW::restore(const LoraAdapter& m, const LoraAdapter& v, int64_t steps_ta
   t_ = steps_taken;
 }
 
+void AdamW::restore_in_place(const std::function<void(LoraAdapter& m, LoraAdapter& v)>& fill, int64_t steps_taken) {
+  fill(m_, v_);
+  check_same_shapes(m_, v_, "restored second moments");
+  t_ = steps_taken;
+}
+
 void AdamW::step(LoraAdapter& params, const LoraAdapter& grads, double lr) {
   check_same_shapes(params, grads, "gradients");
   check_same_shapes(params, m_, "optimizer moments");

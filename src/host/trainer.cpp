@@ -168,29 +168,56 @@ bool same_shapes(const LoraAdapter& a, const LoraAdapter& b) {
 }
 }  // namespace
 
-void Trainer::resume(const TrainState& st, double elapsed_before_s) {
-  Impl& I = *impl_;
-  LoraAdapter expect = LoraAdapter::init(I.model.config, st.adapter.cfg);
-  if (!same_shapes(st.adapter, expect) || !same_shapes(st.adam_m, expect) || !same_shapes(st.adam_v, expect))
-    fail("checkpoint", "the saved adapter's shapes do not match this model", "resume with the model it was trained on");
+// A checkpoint's counters and shapes checked against this run, before its state replaces the
+// trainer's. `shapes_match`: its adapter and moments have this trainer's adapter's shapes.
+void Trainer::check_resumable(int64_t step, int64_t data_pos, bool shapes_match, bool all_finite,
+                              const std::string& where) const {
+  if (!shapes_match)
+    fail(where, "the saved adapter's shapes do not match this model", "resume with the model it was trained on");
   // The decoder (checkpoint.cpp) has checked the counters on their own; these checks are
   // against this run.
-  if (st.step > total_)
-    fail("checkpoint", "it is at step " + std::to_string(st.step) + " but this run has only " + std::to_string(total_) +
-                           " steps", "resume with the original --iters/--epochs");
+  if (step > total_)
+    fail(where, "it is at step " + std::to_string(step) + " but this run has only " + std::to_string(total_) + " steps",
+         "resume with the original --iters/--epochs");
   // Every step, applied or skipped, consumes batch x grad_accum examples; the optimizer counts
   // only the applied ones.
-  const int64_t per_step = I.cfg.batch * I.cfg.grad_accum;
-  if (st.data_pos != st.step * per_step)
-    fail("checkpoint", "its data position " + std::to_string(st.data_pos) + " does not match its step " +
-                           std::to_string(st.step) + " (" + std::to_string(per_step) + " examples per step)",
+  const int64_t per_step = impl_->cfg.batch * impl_->cfg.grad_accum;
+  if (data_pos != step * per_step)
+    fail(where, "its data position " + std::to_string(data_pos) + " does not match its step " + std::to_string(step) +
+                    " (" + std::to_string(per_step) + " examples per step)",
          "the checkpoint is damaged or from other --batch/--grad-accum settings: start a new run in another --out");
-  if (!st.adapter.all_finite() || !st.adam_m.all_finite() || !st.adam_v.all_finite())
-    fail("checkpoint", "it holds non-finite values", "the checkpoint is damaged: start a new run in another --out");
-  I.adapter = st.adapter;
+  if (!all_finite) fail(where, "it holds non-finite values", "the checkpoint is damaged: start a new run in another --out");
+}
+
+void Trainer::resume(const TrainState& st, double elapsed_before_s) {
+  Impl& I = *impl_;
+  const bool shapes = same_shapes(st.adapter, I.adapter) && same_shapes(st.adam_m, I.adapter) &&
+                      same_shapes(st.adam_v, I.adapter);
+  check_resumable(st.step, st.data_pos, shapes, st.adapter.all_finite() && st.adam_m.all_finite() && st.adam_v.all_finite(),
+                  "checkpoint");
+  I.adapter = st.adapter;  // same shapes: copied into the vectors the trainer has
   I.opt.restore(st.adam_m, st.adam_v, st.adam_t);  // in place: a new AdamW would add two zero moments
   I.steps_done = st.step;
   I.data_pos = st.data_pos;
+  I.elapsed_before_s = elapsed_before_s;
+}
+
+void Trainer::resume_from(std::string_view state_bytes, const std::string& where, double elapsed_before_s) {
+  Impl& I = *impl_;
+  // Everything is checked before the first value is written: a refused checkpoint leaves the
+  // trainer as it was.
+  const TrainStateLayout layout = read_train_state_layout(state_bytes, where);
+  bool shapes = layout.shape.n_layer == I.adapter.n_layer && layout.shape.cfg.rank == I.adapter.cfg.rank &&
+                layout.shape.pairs.size() == I.adapter.pairs.size();
+  for (size_t i = 0; shapes && i < layout.shape.pairs.size(); ++i) {
+    const LoraPair &p = layout.shape.pairs[i], &q = I.adapter.pairs[i];
+    shapes = p.enabled == q.enabled && p.in == q.in && p.out == q.out;
+  }
+  check_resumable(layout.step, layout.data_pos, shapes, layout.all_finite, where);
+  I.opt.restore_in_place(
+      [&](LoraAdapter& m, LoraAdapter& v) { decode_train_state_into(state_bytes, where, I.adapter, m, v); }, layout.adam_t);
+  I.steps_done = layout.step;
+  I.data_pos = layout.data_pos;
   I.elapsed_before_s = elapsed_before_s;
 }
 
@@ -273,8 +300,8 @@ CalibrationResult Trainer::calibrate_precision(const CalibrationOptions& opt, in
   return r;
 }
 
-LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
-                         const std::function<void(const ValReport&)>& on_val) {
+const LoraAdapter& Trainer::run(const std::function<void(const StepReport&)>& on_step,
+                               const std::function<void(const ValReport&)>& on_val) {
   return run(on_step, on_val, Boundary{});
 }
 
@@ -295,8 +322,8 @@ std::string loss_spike(const DivergenceGuard& g, const std::vector<double>& rece
 }
 }  // namespace
 
-LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
-                         const std::function<void(const ValReport&)>& on_val, const Boundary& at_boundary) {
+const LoraAdapter& Trainer::run(const std::function<void(const StepReport&)>& on_step,
+                               const std::function<void(const ValReport&)>& on_val, const Boundary& at_boundary) {
   Impl& I = *impl_;
   const TrainConfig& c = I.cfg;
   const DivergenceGuard& G = c.guard;
@@ -439,7 +466,9 @@ LoraAdapter Trainer::run(const std::function<void(const StepReport&)>& on_step,
     I.steps_done = s + 1;
     if (at_boundary && !at_boundary(s + 1)) break;
   }
-  grads = LoraAdapter();  // freed before the adapter is copied out: the copy takes its place
+  // The gradients are freed as the run ends: what the caller writes from the adapter (the
+  // job's final files) takes their place. The adapter is returned by reference, not copied.
+  grads = LoraAdapter();
   return I.adapter;
 }
 

@@ -30,13 +30,14 @@ bool BestAdapter::consider(int64_t step, double val_loss, const LoraAdapter& ada
   step_ = step;
   val_loss_ = val_loss;
   evals_since_ = 0;
-  in_memory_ = adapter;
+  in_memory_ = adapter;  // into the previous best's vectors when there is one (same shapes)
   return true;
 }
 
-LoraAdapter BestAdapter::adapter(const Model& model) const {
-  if (in_memory_) return *in_memory_;
-  return load_adapter(folder(step_), model);
+const LoraAdapter& BestAdapter::adapter(const Model& model) {
+  if (!has()) fail(dir_, "no best validation adapter yet (internal: ask has() first)");
+  if (!in_memory_) in_memory_ = load_adapter(folder(step_), model);
+  return *in_memory_;
 }
 
 nlohmann::json BestAdapter::to_json() const {

@@ -27,8 +27,10 @@ class BestAdapter {
   int64_t step() const { return step_; }
   double val_loss() const { return val_loss_; }
   int64_t evals_since() const { return evals_since_; }  // validations since the best one
-  // The best adapter (loaded from its folder when it came from an earlier session).
-  LoraAdapter adapter(const Model& model) const;
+  // The best adapter, by reference: the copy kept since it was found (no second copy for the
+  // final files), or, when it came from an earlier session, loaded from its folder into that
+  // place. Valid until the next consider() or restore().
+  const LoraAdapter& adapter(const Model& model);
 
   // For the checkpoint's progress record, and back (nl::Error when it is damaged or its folder
   // is missing). restore() also removes the folders the record does not name.

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "nightlora/host/checkpoint.h"
+#include "nightlora/host/memory_plan.h"
 #include "nightlora/job/atomic_file.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/strformat.h"
@@ -102,7 +103,7 @@ size_t calibration_replay_bytes(const TrainingJobOptions& o) {
   // The group search's first trial changes the first product already, so a recording of the
   // reference pass serves little; kept small, so that calibration stays within the memory a
   // run plans for.
-  return parse_search(o.precision_search) == CalibrationSearch::Groups ? size_t{32} << 20 : size_t{512} << 20;
+  return parse_search(o.precision_search) == CalibrationSearch::Groups ? kGroupSearchReplayBytes : size_t{512} << 20;
 }
 
 void check_precision_options(const TrainingJobOptions& o) {

@@ -337,8 +337,10 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   std::optional<PrecisionPlan> stored_plan;
   if (loaded) {
     for (const std::string& s : loaded->skipped) out.warning("damaged checkpoint skipped: " + s);
-    Checkpoint ck = decode_checkpoint(loaded->payload, loaded->path);
-    std::string().swap(loaded->payload);  // decoded: the bytes (a copy of the state) are not kept through the run
+    // The header first; the state is decoded straight into the trainer's adapter and moments
+    // (no decoded copy next to them), then the bytes are freed: the resume holds the
+    // trainer's state and the file's bytes, never a third copy.
+    const Checkpoint ck = decode_checkpoint_header(loaded->payload, loaded->path);
     check_identity(ck.meta.identity, identity, loaded->path);
     const nlohmann::json& progress = ck.meta.progress;
     auto number = [&](const char* key) {
@@ -346,15 +348,16 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
       return it != progress.end() && it->is_number() ? it->get<double>() : 0.0;
     };
     elapsed_before = number("elapsed_s");
-    trainer.resume(ck.state, elapsed_before);
+    trainer.resume_from(checkpoint_state_bytes(loaded->payload, loaded->path), loaded->path, elapsed_before);
+    std::string().swap(loaded->payload);  // decoded: the bytes are not kept through the run
     trainer.restore_guard(guard_from_json(progress.value("guard", nlohmann::json()), loaded->path));
     best.restore(progress.value("best", nlohmann::json::object()), loaded->path);
     early_stopped = progress.value("early_stopped", nlohmann::json(false)) == true;
     stored_plan = ck.precision;
     tokens_before = static_cast<int64_t>(number("tokens"));
-    out.line(strformat("resuming from %s: step %lld/%lld", loaded->path.c_str(), static_cast<long long>(ck.state.step),
-                       static_cast<long long>(trainer.total_steps())));
-    trim_log(log_path, ck.state.step);
+    out.line(strformat("resuming from %s: step %lld/%lld", loaded->path.c_str(),
+                       static_cast<long long>(trainer.steps_done()), static_cast<long long>(trainer.total_steps())));
+    trim_log(log_path, trainer.steps_done());
   } else if (a.resume) {
     fail(store.dir(), "--resume was given but there is no checkpoint to resume from",
          "run without --resume to start a new run in this folder");
@@ -674,12 +677,12 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   // run record's writes) are not charged. (Charged from before the setup, a 0.35 s budget
   // was once used up before the first step, in a test under the load of the whole suite.)
   session_start = SystemClock().now_s();
-  // The adapter run() returns is not kept: the final files are written from the trainer's own
-  // (no copy of it next to the adapter writers' own).
+  // run() returns the trainer's own adapter by reference (no copy): the final files are
+  // written from it, or from the best one kept, below.
   if (early_stopped) {
     // Stopped early in an earlier session: only the files are rewritten (below).
   } else if (trainer.finished() || gate_allows(stop_reason)) {
-    (void)trainer.run(on_step, on_val, at_boundary);
+    trainer.run(on_step, on_val, at_boundary);
   } else if (trainer.steps_done() != last_saved || store.list().empty()) {
     save();
   }
@@ -712,11 +715,11 @@ TrainingJobResult run_job(const TrainingJobOptions& a, TrainingJobOutput& out, R
   // With a validation set, the adapter kept is the best-validated one (often the last).
   std::string why;
   result.kept_step = trainer.steps_done();
-  LoraAdapter best_adapter;
+  // Both by reference: the files are written from the trainer's adapter or the best one kept,
+  // not from a copy of either.
   const LoraAdapter* trained = &trainer.state_view().adapter;
   if (best.has()) {
-    best_adapter = best.adapter(*model);
-    trained = &best_adapter;
+    trained = &best.adapter(*model);
     result.kept_step = best.step();
     result.kept_val_loss = best.val_loss();
     why = strformat("the best validation loss, %.4f", best.val_loss());

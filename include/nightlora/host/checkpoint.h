@@ -90,6 +90,26 @@ std::string encode_train_state(const TrainStateView& s);
 // `where` names the file in error messages. Throws nl::Error on malformed bytes.
 TrainState decode_train_state(std::string_view bytes, const std::string& where);
 
+// What the trajectory bytes hold apart from the values: the counters, the LoRA configuration
+// and every pair's shape (`shape`'s A and B are left empty), and whether every stored value
+// is finite. Reading it checks all that can be wrong with the bytes (nl::Error as
+// decode_train_state), so a resume can refuse a checkpoint before overwriting anything.
+struct TrainStateLayout {
+  int64_t step = 0;
+  int64_t data_pos = 0;
+  int64_t adam_t = 0;
+  LoraAdapter shape;
+  bool all_finite = true;
+};
+TrainStateLayout read_train_state_layout(std::string_view bytes, const std::string& where);
+// Decodes the values straight into `adapter`, `adam_m` and `adam_v`, which must already have
+// the stored shapes (nl::Error naming `where` otherwise, before anything is written): their
+// storage is reused, so a resume decodes into the trainer's own vectors and holds no decoded
+// copy of the state next to them (Trainer::resume_from). The checks are read_train_state_layout's,
+// all made before the first value is written.
+void decode_train_state_into(std::string_view bytes, const std::string& where, LoraAdapter& adapter,
+                             LoraAdapter& adam_m, LoraAdapter& adam_v);
+
 std::string encode_checkpoint(const Checkpoint& c);
 // The bytes encode_checkpoint gives for (meta, state, precision), handed to `sink` in pieces
 // of at most kCheckpointPieceBytes as they are made. Throws nl::Error when the moments' shapes do not match the adapter's (before any
@@ -97,6 +117,9 @@ std::string encode_checkpoint(const Checkpoint& c);
 void write_checkpoint(const CheckpointMeta& meta, const TrainStateView& state,
                       const std::optional<PrecisionPlan>& precision, const ByteSink& sink);
 Checkpoint decode_checkpoint(std::string_view payload, const std::string& where);
+// The header alone (meta and precision plan, checked as decode_checkpoint does; `state` left
+// empty): a resume decodes the state bytes (checkpoint_state_bytes) into the trainer instead.
+Checkpoint decode_checkpoint_header(std::string_view payload, const std::string& where);
 // Just the trajectory bytes of an encoded checkpoint (for byte-for-byte comparisons).
 std::string_view checkpoint_state_bytes(std::string_view payload, const std::string& where);
 

@@ -79,6 +79,8 @@ struct MemoryRequest {
   // model's metadata and tokenizer, the data. 0: unknown, kRuntimeAllowanceBytes is used.
   size_t resident_bytes = 0;
   // The trainer keeps a rollback copy of the adapter and its moments (Trainer; not bench-step).
+  // A resume holds, before that copy exists, the checkpoint file's bytes (the state's size)
+  // and decodes them straight into the trainer's state (Trainer::resume_from): within it.
   bool rollback_copy = false;
   // The run writes checkpoints and the final adapter files (a training job): a save holds one
   // piece of the file (kCheckpointSavePieceBytes), streamed from the trainer's own state; the
@@ -86,9 +88,9 @@ struct MemoryRequest {
   bool saves_checkpoints = false;
   // The run keeps its best-validated adapter (a training job with a validation set,
   // train/best_adapter.h): a copy of it lives through the run, and a new best's files are
-  // written while the gradients exist (the safetensors writer holds a copy of the adapter),
-  // as the final files are from a copy of the best next to the trainer's: two adapter-sized
-  // vectors (the state has three).
+  // written while the gradients exist (the safetensors writer holds a copy of the adapter):
+  // two adapter-sized vectors (the state has three). The final files are written from the
+  // kept copy itself (BestAdapter::adapter), after the gradients are freed.
   bool keeps_best_adapter = false;
   // Some products may run in int8 (precision int8 or auto): the cpu engine's staging of their
   // quantized inputs and int16 output gradients is counted.
@@ -116,6 +118,11 @@ constexpr size_t kRuntimeGrowthBytes = size_t{1} << 20;
 // made before it). Measured on qwen2.5-0.5b (rank 8, all targets): the save no longer shows
 // in the peak (docs/PERFORMANCE.md, Memory; it held 4.3 copies of the state before it streamed).
 constexpr size_t kCheckpointSavePieceBytes = size_t{1} << 20;
+// The replay recording of a precision calibration by group search (train's default,
+// train/precision_setup.cpp, and bench-step's): the search's first trial changes the first
+// product already, so a larger recording serves little; this one keeps the calibration, and
+// what it leaves held in the training phase (calibration_residue_bytes), within the plan.
+constexpr size_t kGroupSearchReplayBytes = size_t{32} << 20;
 
 // "1500000000", "800MiB", "800M", "1.5GiB", "2G", "4096KiB": bytes. Throws nl::Error naming
 // the accepted forms.

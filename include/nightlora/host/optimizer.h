@@ -4,6 +4,7 @@
 // in a fixed order.
 #pragma once
 #include <cstdint>
+#include <functional>
 
 #include "nightlora/host/lora.h"
 
@@ -29,6 +30,9 @@ class AdamW {
   const LoraAdapter& first_moment() const { return m_; }
   const LoraAdapter& second_moment() const { return v_; }
   void restore(const LoraAdapter& m, const LoraAdapter& v, int64_t steps_taken);
+  // The same in place: `fill` overwrites m and v keeping their shapes (a resume decodes a
+  // checkpoint straight into them, Trainer::resume_from: no second copy of the moments).
+  void restore_in_place(const std::function<void(LoraAdapter& m, LoraAdapter& v)>& fill, int64_t steps_taken);
 
  private:
   AdamWOptions opt_;
