@@ -865,7 +865,6 @@ class CpuEngine final : public FrozenEngine {
     x8_.q.resize(static_cast<size_t>(T * blocks * engine::kQ8Block));
     x8_.d.resize(static_cast<size_t>(T * blocks));
     x8_.sum.resize(static_cast<size_t>(T * blocks));
-    x8_.z.resize(static_cast<size_t>(T * blocks));
   }
 
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
@@ -910,8 +909,10 @@ class CpuEngine final : public FrozenEngine {
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
-      if (m.type == QType::Q4_K && int8_native(m))
+      if (m.type == QType::Q4_K && int8_native(m)) {  // (z: only Q4_K models allocate it)
+        if (static_cast<int64_t>(x8_.z.size()) < T * blocks) x8_.z.resize(static_cast<size_t>(T * blocks));
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
+      }
       if (T <= kMatvecMaxTokens && int8_matvec_native(m)) {  // one token (or a few): matrix-vector kernels
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
           matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);
