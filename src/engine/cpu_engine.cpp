@@ -430,10 +430,10 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
     k8.forward_pair(q, d, sum, ldq, t1 - t0, ws.forward8[0], ws.forward8[1], last_rows, Y + t0 * rows + r0, rows);
   else
     k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
-  for (int64_t i = 0; i < ng; ++i)
-    if (ws.forward8[i].has_offsets)
-      k8.add_forward_offsets(x.z.data() + t0 * x.blocks, x.blocks, t1 - t0, ws.forward8[i],
-                             i == ng - 1 ? last_rows : kTileRows, Y + t0 * rows + r0 + i * kTileRows, rows);
+  if (ws.forward8[0].has_offsets) {  // Q4_K (kernels_int8.h)
+    const engine::ForwardPanel* const p[4] = {&ws.forward8[0], &ws.forward8[1], &ws.forward8[2], &ws.forward8[3]};
+    k8.add_forward_offsets(x.z.data() + t0 * x.blocks, x.blocks, t1 - t0, p, ng, last_rows, Y + t0 * rows + r0, rows);
+  }
 }
 
 // Work stealing at the end of an int8 input gradient (run_int8). A task's columns all run
@@ -986,9 +986,7 @@ class CpuEngine final : public FrozenEngine {
           }
         int8_.grad_offset_sums(dY + t0 * rows + r0, rows, t1 - t0, nr, C.data(), nbs, nbs, G + t0 * nb + b0, nb);
       }
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t c = b0 * engine::kQ8Block; c < (b0 + nbs) * engine::kQ8Block; ++c)
-          dX[t * cols + c] += G[t * nb + c / engine::kQ8Block];
+      int8_.spread_grad_offsets(G + t0 * nb + b0, nb, t1 - t0, nbs, dX + t0 * cols + b0 * engine::kQ8Block, cols);
     });
   }
 

@@ -130,6 +130,9 @@ inline float q4k_scale(const uint8_t* block, int j) {
   return fp16_to_f32(d) * static_cast<float>(sc);
 }
 inline constexpr size_t kQ4KQuantsOffset = 16;  // d, dmin, 12 bytes of scales and mins
+// A Q4_K forward panel's scales and offsets of super-block sb (its 8 column blocks) for the
+// rows of row group g (padded rows: 0). Every set's packer uses it.
+void q4k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
 
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
@@ -208,24 +211,28 @@ struct Int8Kernels {
   // forward pair is bound by the broadcasts (kernels_int8_avx512_vnni.cpp).
   void (*forward_quad)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel* const p[4], int64_t nr3, float* Y, int64_t ldy) = nullptr;
-  // A Q4_K panel's offsets (p.has_offsets) added to forward's outputs Y[t*ldy + i], t < nt,
-  // i < nr: z[t*ldz + b] = dx[t,b] * float(sum[t,b]) (forward_offset_factors).
-  void (*add_forward_offsets)(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
-                              int64_t ldy) = nullptr;
+  // Q4_K panels' offsets (has_offsets) added to forward's outputs: np (1 to 4) consecutive row
+  // groups, p[i]'s rows at Y + 8 i (the last one's first nr_last rows), tokens t < nt at
+  // Y + t * ldy; z[t*ldz + b] = dx[t,b] * float(sum[t,b]) (forward_offset_factors).
+  void (*add_forward_offsets)(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
+                              int64_t nr_last, float* Y, int64_t ldy) = nullptr;
   // Q4_K's input-gradient offsets, rows [0, nrows) of a chain that goes on over the rows:
   // G[t*ldg + b] = fma(C[r*ldc + b], dY[t*ldy + r], G[t*ldg + b]) for r = 0, 1, ..., for
   // t < nt and b < nb (a multiple of 8).
   void (*grad_offset_sums)(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
                            int64_t nb, float* G, int64_t ldg) = nullptr;
+  // Then dX[t*ldx + 32 b + k] += G[t*ldg + b] for t < nt, b < nb, k < 32.
+  void (*spread_grad_offsets)(const float* G, int64_t ldg, int64_t nt, int64_t nb, float* dX, int64_t ldx) = nullptr;
 };
 
 // z = d * float(sum), n values (the factors the offsets multiply; one rounding each).
 void forward_offset_factors(const float* d, const int32_t* sum, int64_t n, float* z);
 // The scalar definitions of add_forward_offsets and grad_offset_sums.
-void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
-                                int64_t ldy);
+void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
+                                int64_t nr_last, float* Y, int64_t ldy);
 void grad_offset_sums_scalar(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
                              int64_t nb, float* G, int64_t ldg);
+void spread_grad_offsets_scalar(const float* G, int64_t ldg, int64_t nt, int64_t nb, float* dX, int64_t ldx);
 
 using ForwardFn = void (*)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                           const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy);

@@ -222,17 +222,10 @@ void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
   p.resize_offsets(nb);
   const __m256i low = _mm256_set1_epi8(0x0F);
   const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
-  constexpr size_t kQs = 16;  // offset of the quants in a Q4_K block (d, dmin, 12 scale bytes)
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
     prefetch_ahead(tile, 2 * tile_bytes, tile_bytes);
-    for (int64_t i = 0; i < 8; ++i) {
-      const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
-      for (int64_t j = 0; j < 8; ++j) {
-        p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
-        p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
-      }
-    }
+    q4k_forward_panel_scales(m, g, sb, p);
     for (int j2 = 0; j2 < 4; ++j2) {
       __m256i* out_lo = reinterpret_cast<__m256i*>(p.q.data() + (sb * 8 + 2 * j2) * 256);
       __m256i* out_hi = out_lo + 8;  // the next block (256 bytes on)
@@ -240,7 +233,7 @@ void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
         __m128i r[8];
         for (int64_t i = 0; i < 8; ++i)
           r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + static_cast<size_t>(i) * m.block_bytes +
-                                                                            kQs + 32 * j2 + 16 * half))
+                                                                            kQ4KQuantsOffset + 32 * j2 + 16 * half))
                         : _mm_setzero_si128();
         __m128i lo[4], hi[4];
         transpose_dwords(r[0], r[1], r[2], r[3], lo);
@@ -1115,33 +1108,46 @@ void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
 }
 
 // The set, named isa.
-// add_forward_offsets (kernels_int8.h): the 8 rows in lanes, four tokens' chains at once (a
-// single chain would wait on each fma's latency).
-void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
-                              int64_t ldy) {
-  const auto add_rows = [&](float* y, __m256 v) {
+// add_forward_offsets (kernels_int8.h): each row group's 8 rows in one vector, kNP groups x
+// two tokens (up to eight chains) at once, so each broadcast of z feeds kNP fmas.
+template <int kNP>
+void add_forward_offsets_groups(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t nr_last,
+                                float* Y, int64_t ldy) {
+  const int64_t blocks = p[0]->blocks;
+  const auto add_rows = [&](float* y, __m256 v, int64_t nr) {
+    if (nr == 8) {
+      _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), v));
+      return;
+    }
     alignas(32) float tmp[8];
     _mm256_store_ps(tmp, v);
     for (int64_t i = 0; i < nr; ++i) y[i] += tmp[i];
   };
-  int64_t t = 0;
-  for (; t + 4 <= nt; t += 4) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t b = 0; b < p.blocks; ++b) {
-      const __m256 c = _mm256_loadu_ps(p.offset.data() + b * 8);
-      for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(c, _mm256_broadcast_ss(z + (t + k) * ldz + b), acc[k]);
+  for (int64_t t = 0; t < nt; t += 2) {
+    const int nk = t + 1 < nt ? 2 : 1;
+    __m256 acc[2][kNP];
+    for (int k = 0; k < 2; ++k)
+      for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      __m256 c[kNP];
+      for (int g = 0; g < kNP; ++g) c[g] = _mm256_loadu_ps(p[g]->offset.data() + b * 8);
+      for (int k = 0; k < nk; ++k) {
+        const __m256 zz = _mm256_broadcast_ss(z + (t + k) * ldz + b);
+        for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_fmadd_ps(c[g], zz, acc[k][g]);
+      }
     }
-    for (int k = 0; k < 4; ++k) {
-      float* y = Y + (t + k) * ldy;
-      if (nr == 8) _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), acc[k]));
-      else add_rows(y, acc[k]);
-    }
+    for (int k = 0; k < nk; ++k)
+      for (int g = 0; g < kNP; ++g) add_rows(Y + (t + k) * ldy + 8 * g, acc[k][g], g == kNP - 1 ? nr_last : 8);
   }
-  for (; t < nt; ++t) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < p.blocks; ++b)
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(p.offset.data() + b * 8), _mm256_broadcast_ss(z + t * ldz + b), acc);
-    add_rows(Y + t * ldy, acc);
+}
+
+void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
+                              int64_t nr_last, float* Y, int64_t ldy) {
+  switch (np) {
+    case 4: return add_forward_offsets_groups<4>(z, ldz, nt, p, nr_last, Y, ldy);
+    case 3: return add_forward_offsets_groups<3>(z, ldz, nt, p, nr_last, Y, ldy);
+    case 2: return add_forward_offsets_groups<2>(z, ldz, nt, p, nr_last, Y, ldy);
+    default: return add_forward_offsets_groups<1>(z, ldz, nt, p, nr_last, Y, ldy);
   }
 }
 
@@ -1204,6 +1210,15 @@ void grad_offset_sums_avx2(const float* dY, int64_t ldy, int64_t nt, int64_t nro
   for (; t < nt; ++t) grad_offset_token_group<1>(dY + t * ldy, ldy, nrows, C, ldc, nb, G + t * ldg, ldg);
 }
 
+void spread_grad_offsets_avx2(const float* G, int64_t ldg, int64_t nt, int64_t nb, float* dX, int64_t ldx) {
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256 g = _mm256_set1_ps(G[t * ldg + b]);
+      float* x = dX + t * ldx + b * kQ8Block;
+      for (int k = 0; k < 4; ++k) _mm256_storeu_ps(x + 8 * k, _mm256_add_ps(_mm256_loadu_ps(x + 8 * k), g));
+    }
+}
+
 inline Int8Kernels avx2_int8_kernels(const char* isa) {
   return {isa,
           quantize_row_avx2,
@@ -1217,7 +1232,8 @@ inline Int8Kernels avx2_int8_kernels(const char* isa) {
           input_grad_avx2,
           nullptr,
           add_forward_offsets_avx2,
-          grad_offset_sums_avx2};
+          grad_offset_sums_avx2,
+          spread_grad_offsets_avx2};
 }
 
 }  // namespace

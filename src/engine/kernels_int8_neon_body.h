@@ -360,6 +360,19 @@ inline void transpose_dwords(uint8x16_t a, uint8x16_t b, uint8x16_t c, uint8x16_
   out[3] = vreinterpretq_u8_u64(vtrn2q_u64(u64(t1), u64(t3)));
 }
 
+// One forward-panel block from the 8 rows' columns 0..15 (lo) and 16..31 (hi): two 4x4 dword
+// transposes per half (chunk k of row i goes to out + 32 k + 4 i).
+inline void store_forward_block(const uint8x16_t lo[8], const uint8x16_t hi[8], uint8_t* out) {
+  uint8x16_t t[4];
+  for (int half = 0; half < 2; ++half) {  // rows 0..3 then 4..7 of each chunk
+    const int r = 4 * half;
+    transpose_dwords(lo[r], lo[r + 1], lo[r + 2], lo[r + 3], t);
+    for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * k + 16 * half, t[k]);
+    transpose_dwords(hi[r], hi[r + 1], hi[r + 2], hi[r + 3], t);
+    for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * (k + 4) + 16 * half, t[k]);
+  }
+}
+
 // pack_forward_tiles for one weight type (kQ4: Q4_0, else Q8_0): per tile, the 8 rows'
 // 4-byte chunks are moved with two 4x4 dword transposes (chunk k of row i goes to
 // out + 32 k + 4 i). Q4_0 nibbles stay unsigned; Q8_0 rows also give their weight sums.
@@ -389,15 +402,7 @@ void pack_forward_tiles_kind_neon(const TiledMatrix& m, int64_t g, ForwardPanel&
     }
     if (!kQ4)
       for (int64_t i = nr; i < 8; ++i) p.wsum[static_cast<size_t>(b * 8 + i)] = 0;
-    uint8_t* out = p.q.data() + b * 256;
-    uint8x16_t t[4];
-    for (int half = 0; half < 2; ++half) {  // rows 0..3 then 4..7 of each chunk
-      const int r = 4 * half;
-      transpose_dwords(lo[r], lo[r + 1], lo[r + 2], lo[r + 3], t);
-      for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * k + 16 * half, t[k]);
-      transpose_dwords(hi[r], hi[r + 1], hi[r + 2], hi[r + 3], t);
-      for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * (k + 4) + 16 * half, t[k]);
-    }
+    store_forward_block(lo, hi, p.q.data() + b * 256);
   }
 }
 
@@ -410,17 +415,10 @@ void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& 
   p.has_offsets = true;
   p.resize(nb);
   p.resize_offsets(nb);
-  constexpr size_t kQs = 16;  // offset of the quants in a Q4_K block (d, dmin, 12 scale bytes)
   const uint8x16_t low = vdupq_n_u8(0x0F);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
-    for (int64_t i = 0; i < 8; ++i) {
-      const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
-      for (int64_t j = 0; j < 8; ++j) {
-        p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
-        p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
-      }
-    }
+    q4k_forward_panel_scales(m, g, sb, p);
     for (int j = 0; j < 8; ++j) {
       uint8x16_t lo[8], hi[8];  // columns 0..15 and 16..31 of each row (padded rows: 0)
       for (int64_t i = 0; i < 8; ++i) {
@@ -428,20 +426,12 @@ void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& 
           lo[i] = hi[i] = vdupq_n_u8(0);
           continue;
         }
-        const uint8_t* qs = tile + static_cast<size_t>(i) * m.block_bytes + kQs + 32 * (j / 2);
+        const uint8_t* qs = tile + static_cast<size_t>(i) * m.block_bytes + kQ4KQuantsOffset + 32 * (j / 2);
         const uint8x16_t a = vld1q_u8(qs), b = vld1q_u8(qs + 16);
         lo[i] = j % 2 == 0 ? vandq_u8(a, low) : vshrq_n_u8(a, 4);
         hi[i] = j % 2 == 0 ? vandq_u8(b, low) : vshrq_n_u8(b, 4);
       }
-      uint8_t* out = p.q.data() + (sb * 8 + j) * 256;
-      uint8x16_t t[4];
-      for (int half = 0; half < 2; ++half) {  // rows 0..3 then 4..7 of each chunk
-        const int r = 4 * half;
-        transpose_dwords(lo[r], lo[r + 1], lo[r + 2], lo[r + 3], t);
-        for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * k + 16 * half, t[k]);
-        transpose_dwords(hi[r], hi[r + 1], hi[r + 2], hi[r + 3], t);
-        for (int k = 0; k < 4; ++k) vst1q_u8(out + 32 * (k + 4) + 16 * half, t[k]);
-      }
+      store_forward_block(lo, hi, p.q.data() + (sb * 8 + j) * 256);
     }
   }
 }
@@ -581,21 +571,25 @@ void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n
   pack_grad_floats_using(quantize_row_neon, P, ldp, nrows, n, p);
 }
 
-// add_forward_offsets (kernels_int8.h): the 8 rows in two vectors, fused multiply-adds
-// (vfmaq_f32) in the definition's order.
-void add_forward_offsets_neon(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
-                              int64_t ldy) {
-  for (int64_t t = 0; t < nt; ++t) {
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
-    for (int64_t b = 0; b < p.blocks; ++b) {
-      const float32x4_t zz = vdupq_n_f32(z[t * ldz + b]);
-      a0 = vfmaq_f32(a0, vld1q_f32(p.offset.data() + b * 8), zz);
-      a1 = vfmaq_f32(a1, vld1q_f32(p.offset.data() + b * 8 + 4), zz);
+// add_forward_offsets (kernels_int8.h): a row group's 8 rows in two vectors, fused
+// multiply-adds (vfmaq_f32) in the definition's order.
+void add_forward_offsets_neon(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
+                              int64_t nr_last, float* Y, int64_t ldy) {
+  for (int64_t g = 0; g < np; ++g) {
+    const int64_t nr = g == np - 1 ? nr_last : 8;
+    const float* off = p[g]->offset.data();
+    for (int64_t t = 0; t < nt; ++t) {
+      float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+      for (int64_t b = 0; b < p[g]->blocks; ++b) {
+        const float32x4_t zz = vdupq_n_f32(z[t * ldz + b]);
+        a0 = vfmaq_f32(a0, vld1q_f32(off + b * 8), zz);
+        a1 = vfmaq_f32(a1, vld1q_f32(off + b * 8 + 4), zz);
+      }
+      float tmp[8];
+      vst1q_f32(tmp, a0);
+      vst1q_f32(tmp + 4, a1);
+      for (int64_t i = 0; i < nr; ++i) Y[t * ldy + 8 * g + i] += tmp[i];
     }
-    float tmp[8];
-    vst1q_f32(tmp, a0);
-    vst1q_f32(tmp + 4, a1);
-    for (int64_t i = 0; i < nr; ++i) Y[t * ldy + i] += tmp[i];
   }
 }
 
@@ -618,6 +612,15 @@ void grad_offset_sums_neon(const float* dY, int64_t ldy, int64_t nt, int64_t nro
   }
 }
 
+void spread_grad_offsets_neon(const float* G, int64_t ldg, int64_t nt, int64_t nb, float* dX, int64_t ldx) {
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float32x4_t g = vdupq_n_f32(G[t * ldg + b]);
+      float* x = dX + t * ldx + b * kQ8Block;
+      for (int k = 0; k < 8; ++k) vst1q_f32(x + 4 * k, vaddq_f32(vld1q_f32(x + 4 * k), g));
+    }
+}
+
 // The set, named isa.
 inline Int8Kernels neon_int8_kernels(const char* isa) {
   return {isa,
@@ -632,7 +635,8 @@ inline Int8Kernels neon_int8_kernels(const char* isa) {
           input_grad_neon,
           nullptr,
           add_forward_offsets_neon,
-          grad_offset_sums_neon};
+          grad_offset_sums_neon,
+          spread_grad_offsets_neon};
 }
 
 }  // namespace

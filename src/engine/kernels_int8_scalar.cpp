@@ -66,18 +66,13 @@ void pack_forward_q4k_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel
   p.resize(nb);
   p.resize_offsets(nb);
   for (int64_t sb = 0; sb < nsb; ++sb) {
+    q4k_forward_panel_scales(m, g, sb, p);
     const uint8_t* tile = m.tile(g, sb);
     for (int64_t i = 0; i < 8; ++i) {
-      const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
-      const Q4KBlockScales sc = i < nr ? q4k_block_scales(block) : Q4KBlockScales{};
-      const uint8_t* qs = block + kQ4KQuantsOffset;
-      for (int64_t j = 0; j < 8; ++j) {
-        const int64_t b = sb * 8 + j;
-        p.d[static_cast<size_t>(b * 8 + i)] = sc.s[j];
-        p.offset[static_cast<size_t>(b * 8 + i)] = sc.c[j];
+      const uint8_t* qs = tile + static_cast<size_t>(i) * m.block_bytes + kQ4KQuantsOffset;
+      for (int64_t j = 0; j < 8; ++j)
         for (int64_t k = 0; k < kQ8Block; ++k)
-          p.q[forward_index(b, i, k)] = i < nr ? (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F : 0;
-      }
+          p.q[forward_index(sb * 8 + j, i, k)] = i < nr ? (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F : 0;
     }
   }
 }
@@ -207,19 +202,32 @@ Q4KBlockScales q4k_block_scales(const uint8_t* block) {
   return out;
 }
 
+void q4k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g);
+  const uint8_t* tile = m.tile(g, sb);
+  for (int64_t i = 0; i < 8; ++i) {
+    const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
+    for (int64_t j = 0; j < 8; ++j) {
+      p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
+      p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
+    }
+  }
+}
+
 void forward_offset_factors(const float* d, const int32_t* sum, int64_t n, float* z) {
   for (int64_t i = 0; i < n; ++i) z[i] = d[i] * static_cast<float>(sum[i]);
 }
 
-void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
-                                int64_t ldy) {
-  for (int64_t t = 0; t < nt; ++t)
-    for (int64_t i = 0; i < nr; ++i) {
-      float corr = 0.0f;
-      for (int64_t b = 0; b < p.blocks; ++b)
-        corr = std::fma(p.offset[static_cast<size_t>(b * 8 + i)], z[t * ldz + b], corr);
-      Y[t * ldy + i] += corr;
-    }
+void add_forward_offsets_scalar(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
+                                int64_t nr_last, float* Y, int64_t ldy) {
+  for (int64_t g = 0; g < np; ++g)
+    for (int64_t t = 0; t < nt; ++t)
+      for (int64_t i = 0; i < (g == np - 1 ? nr_last : 8); ++i) {
+        float corr = 0.0f;
+        for (int64_t b = 0; b < p[g]->blocks; ++b)
+          corr = std::fma(p[g]->offset[static_cast<size_t>(b * 8 + i)], z[t * ldz + b], corr);
+        Y[t * ldy + 8 * g + i] += corr;
+      }
 }
 
 void grad_offset_sums_scalar(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
@@ -229,6 +237,15 @@ void grad_offset_sums_scalar(const float* dY, int64_t ldy, int64_t nt, int64_t n
       float acc = G[t * ldg + b];
       for (int64_t r = 0; r < nrows; ++r) acc = std::fma(C[r * ldc + b], dY[t * ldy + r], acc);
       G[t * ldg + b] = acc;
+    }
+}
+
+void spread_grad_offsets_scalar(const float* G, int64_t ldg, int64_t nt, int64_t nb, float* dX, int64_t ldx) {
+  for (int64_t t = 0; t < nt; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float g = G[t * ldg + b];
+      float* x = dX + t * ldx + b * kQ8Block;
+      for (int64_t k = 0; k < kQ8Block; ++k) x[k] += g;
     }
 }
 
@@ -334,7 +351,8 @@ const Int8Kernels& int8_kernels_scalar() {
                              input_grad_scalar,
                              nullptr,
                              add_forward_offsets_scalar,
-                             grad_offset_sums_scalar};
+                             grad_offset_sums_scalar,
+          spread_grad_offsets_scalar};
   return k;
 }
 

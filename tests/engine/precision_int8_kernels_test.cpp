@@ -222,8 +222,9 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->forward(q.data(), d.data(), sum.data(), nb * 32, T, p0, nr, y1.data(), 8);
       EXPECT_EQ(y1, y0) << "forward, group " << g;
       if (p0.has_offsets) {  // the offsets' chain onto those outputs (rows past nr untouched)
-        ref.add_forward_offsets(z.data(), nb, T, p0, nr, y0.data(), 8);
-        k->add_forward_offsets(z.data(), nb, T, p0, nr, y1.data(), 8);
+        const ForwardPanel* const pp[1] = {&p0};
+        ref.add_forward_offsets(z.data(), nb, T, pp, 1, nr, y0.data(), 8);
+        k->add_forward_offsets(z.data(), nb, T, pp, 1, nr, y1.data(), 8);
         EXPECT_EQ(y1, y0) << "forward offsets, group " << g;
         for (int64_t t = 0; t < T; ++t)
           for (int64_t i = nr; i < 8; ++i) ASSERT_EQ(y1[static_cast<size_t>(t * 8 + i)], -1.0f);
@@ -254,6 +255,20 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->forward_quad(q.data(), d.data(), sum.data(), nb * 32, T, pp, nr3, y1.data(), 32);
       EXPECT_EQ(y1, y0) << "forward quad, groups " << g << " to " << g + 3;
     }
+    // Q4_K's offsets for 2 to 4 row groups at once (the last may be partial), as the scalar
+    // set adds them one group at a time.
+    for (int64_t np = 2; s.type == QType::Q4_K && np <= 4; ++np)
+      for (int64_t g = 0; g + np - 1 < w.tiles.n_groups(); ++g) {
+        ForwardPanel p[4];
+        for (int64_t i = 0; i < np; ++i) ref.pack_forward_tiles(w.tiles, g + i, p[i]);
+        const ForwardPanel* const pp[4] = {&p[0], &p[1], &p[2], &p[3]};
+        const int64_t nr_last = w.tiles.group_rows(g + np - 1);
+        std::vector<float> y0(static_cast<size_t>(T * 32), 0.5f), y1 = y0;
+        for (int64_t i = 0; i < np; ++i)
+          ref.add_forward_offsets(z.data(), nb, T, pp + i, 1, i == np - 1 ? nr_last : 8, y0.data() + 8 * i, 32);
+        k->add_forward_offsets(z.data(), nb, T, pp, np, nr_last, y1.data(), 32);
+        EXPECT_EQ(y1, y0) << "offsets of " << np << " groups from " << g;
+      }
     const int64_t b_lo = nb > 2 ? 1 : 0, b_hi = nb;
     for (int64_t rb = 0; rb * RB < s.rows; ++rb) {
       GradPanel p0, p1;
