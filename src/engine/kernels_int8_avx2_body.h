@@ -1109,36 +1109,83 @@ void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
 
 // The set, named isa.
 // add_forward_offsets (kernels_int8.h): each row group's 8 rows in one vector, kNP groups x
-// two tokens (up to eight chains) at once, so each broadcast of z feeds kNP fmas.
+// kNT tokens (up to eight chains, all in registers) at once, so each broadcast of z feeds kNP
+// fmas.
+template <int kNP, int kNT>
+inline void add_forward_offsets_tokens(const float* z, int64_t ldz, const float* const off[kNP], int64_t blocks,
+                                       int64_t nr_last, float* Y, int64_t ldy) {
+  __m256 acc[kNT][kNP];
+  for (int k = 0; k < kNT; ++k)
+    for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256 c[kNP];
+    for (int g = 0; g < kNP; ++g) c[g] = _mm256_loadu_ps(off[g] + b * 8);
+    for (int k = 0; k < kNT; ++k) {
+      const __m256 zz = _mm256_broadcast_ss(z + k * ldz + b);
+      for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_fmadd_ps(c[g], zz, acc[k][g]);
+    }
+  }
+  for (int k = 0; k < kNT; ++k)
+    for (int g = 0; g < kNP; ++g) {
+      float* y = Y + k * ldy + 8 * g;
+      if (g < kNP - 1 || nr_last == 8) {
+        _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), acc[k][g]));
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[k][g]);
+        for (int64_t i = 0; i < nr_last; ++i) y[i] += tmp[i];
+      }
+    }
+}
+
+#if NL_INT8_VNNI_EVEX
+// The same for four row groups in the AVX-512 set: two groups' 16 rows per register (half
+// the fmas), four tokens at once.
+template <int kNT>
+inline void add_forward_offsets_tokens512(const float* z, int64_t ldz, const float* const off[4], int64_t blocks,
+                                          int64_t nr_last, float* Y, int64_t ldy) {
+  const auto pair = [](const float* lo, const float* hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
+  };
+  __m512 acc[kNT][2];
+  for (int k = 0; k < kNT; ++k) acc[k][0] = acc[k][1] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m512 c0 = pair(off[0] + b * 8, off[1] + b * 8), c1 = pair(off[2] + b * 8, off[3] + b * 8);
+    for (int k = 0; k < kNT; ++k) {
+      const __m512 zz = _mm512_set1_ps(z[k * ldz + b]);
+      acc[k][0] = _mm512_fmadd_ps(c0, zz, acc[k][0]);
+      acc[k][1] = _mm512_fmadd_ps(c1, zz, acc[k][1]);
+    }
+  }
+  for (int k = 0; k < kNT; ++k) {
+    float* y = Y + k * ldy;
+    _mm512_storeu_ps(y, _mm512_add_ps(_mm512_loadu_ps(y), acc[k][0]));
+    if (nr_last == 8) {
+      _mm512_storeu_ps(y + 16, _mm512_add_ps(_mm512_loadu_ps(y + 16), acc[k][1]));
+    } else {  // rows 16..23, then the last group's nr_last
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, acc[k][1]);
+      for (int64_t i = 0; i < 8 + nr_last; ++i) y[16 + i] += tmp[i];
+    }
+  }
+}
+#endif
+
 template <int kNP>
 void add_forward_offsets_groups(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t nr_last,
                                 float* Y, int64_t ldy) {
+  const float* off[kNP];
+  for (int g = 0; g < kNP; ++g) off[g] = p[g]->offset.data();
   const int64_t blocks = p[0]->blocks;
-  const auto add_rows = [&](float* y, __m256 v, int64_t nr) {
-    if (nr == 8) {
-      _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), v));
-      return;
-    }
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, v);
-    for (int64_t i = 0; i < nr; ++i) y[i] += tmp[i];
-  };
-  for (int64_t t = 0; t < nt; t += 2) {
-    const int nk = t + 1 < nt ? 2 : 1;
-    __m256 acc[2][kNP];
-    for (int k = 0; k < 2; ++k)
-      for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-      __m256 c[kNP];
-      for (int g = 0; g < kNP; ++g) c[g] = _mm256_loadu_ps(p[g]->offset.data() + b * 8);
-      for (int k = 0; k < nk; ++k) {
-        const __m256 zz = _mm256_broadcast_ss(z + (t + k) * ldz + b);
-        for (int g = 0; g < kNP; ++g) acc[k][g] = _mm256_fmadd_ps(c[g], zz, acc[k][g]);
-      }
-    }
-    for (int k = 0; k < nk; ++k)
-      for (int g = 0; g < kNP; ++g) add_rows(Y + (t + k) * ldy + 8 * g, acc[k][g], g == kNP - 1 ? nr_last : 8);
-  }
+  int64_t t = 0;
+#if NL_INT8_VNNI_EVEX
+  if constexpr (kNP == 4)
+    for (; t + 4 <= nt; t += 4)
+      add_forward_offsets_tokens512<4>(z + t * ldz, ldz, off, blocks, nr_last, Y + t * ldy, ldy);
+#endif
+  for (; t + 2 <= nt; t += 2) add_forward_offsets_tokens<kNP, 2>(z + t * ldz, ldz, off, blocks, nr_last, Y + t * ldy, ldy);
+  if (t < nt) add_forward_offsets_tokens<kNP, 1>(z + t * ldz, ldz, off, blocks, nr_last, Y + t * ldy, ldy);
 }
 
 void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
@@ -1151,56 +1198,58 @@ void add_forward_offsets_avx2(const float* z, int64_t ldz, int64_t nt, const For
   }
 }
 
-// grad_offset_sums (kernels_int8.h): 8 blocks per vector; up to four tokens times two vectors
-// of blocks go together, eight independent chains (fewer would wait on the fma latency).
-template <int kTokens, int kVecs>
+// grad_offset_sums (kernels_int8.h): 8 blocks per 256-bit vector (16 per 512-bit one in the
+// AVX-512 set); up to four tokens times two vectors of blocks go together, eight independent
+// chains (fewer would wait on the fma latency). Vec: the register width's operations.
+struct Vec256 {
+  using T = __m256;
+  static constexpr int kLanes = 8;
+  static T load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
+  static T splat(const float* p) { return _mm256_broadcast_ss(p); }
+  static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
+};
+#if NL_INT8_VNNI_EVEX
+struct Vec512 {
+  using T = __m512;
+  static constexpr int kLanes = 16;
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T splat(const float* p) { return _mm512_set1_ps(*p); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+};
+using VecWide = Vec512;
+#else
+using VecWide = Vec256;
+#endif
+
+template <class V, int kTokens, int kVecs>
 inline void grad_offset_chains(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc, float* G,
                                int64_t ldg) {
-  __m256 acc[kTokens][kVecs];
+  typename V::T acc[kTokens][kVecs];
   for (int k = 0; k < kTokens; ++k)
-    for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm256_loadu_ps(G + k * ldg + 8 * v);
+    for (int v = 0; v < kVecs; ++v) acc[k][v] = V::load(G + k * ldg + V::kLanes * v);
   for (int64_t r = 0; r < nrows; ++r) {
-    __m256 c[kVecs];
-    for (int v = 0; v < kVecs; ++v) c[v] = _mm256_loadu_ps(C + r * ldc + 8 * v);
+    typename V::T c[kVecs];
+    for (int v = 0; v < kVecs; ++v) c[v] = V::load(C + r * ldc + V::kLanes * v);
     for (int k = 0; k < kTokens; ++k) {
-      const __m256 y = _mm256_broadcast_ss(dY + k * ldy + r);
-      for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm256_fmadd_ps(c[v], y, acc[k][v]);
+      const typename V::T y = V::splat(dY + k * ldy + r);
+      for (int v = 0; v < kVecs; ++v) acc[k][v] = V::fmadd(c[v], y, acc[k][v]);
     }
   }
   for (int k = 0; k < kTokens; ++k)
-    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(G + k * ldg + 8 * v, acc[k][v]);
+    for (int v = 0; v < kVecs; ++v) V::store(G + k * ldg + V::kLanes * v, acc[k][v]);
 }
-
-#if NL_INT8_VNNI_EVEX
-// The same chains 16 blocks per vector (the AVX-512 set: half the fma instructions).
-template <int kTokens, int kVecs>
-inline void grad_offset_chains512(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc, float* G,
-                                  int64_t ldg) {
-  __m512 acc[kTokens][kVecs];
-  for (int k = 0; k < kTokens; ++k)
-    for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm512_loadu_ps(G + k * ldg + 16 * v);
-  for (int64_t r = 0; r < nrows; ++r) {
-    __m512 c[kVecs];
-    for (int v = 0; v < kVecs; ++v) c[v] = _mm512_loadu_ps(C + r * ldc + 16 * v);
-    for (int k = 0; k < kTokens; ++k) {
-      const __m512 y = _mm512_set1_ps(dY[k * ldy + r]);
-      for (int v = 0; v < kVecs; ++v) acc[k][v] = _mm512_fmadd_ps(c[v], y, acc[k][v]);
-    }
-  }
-  for (int k = 0; k < kTokens; ++k)
-    for (int v = 0; v < kVecs; ++v) _mm512_storeu_ps(G + k * ldg + 16 * v, acc[k][v]);
-}
-#endif
 
 template <int kTokens>
 inline void grad_offset_token_group(const float* dY, int64_t ldy, int64_t nrows, const float* C, int64_t ldc,
                                     int64_t nb, float* G, int64_t ldg) {
+  constexpr int64_t kWide = 2 * VecWide::kLanes;
   int64_t b = 0;
-#if NL_INT8_VNNI_EVEX
-  for (; b + 32 <= nb; b += 32) grad_offset_chains512<kTokens, 2>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
-#endif
-  for (; b + 16 <= nb; b += 16) grad_offset_chains<kTokens, 2>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
-  if (b < nb) grad_offset_chains<kTokens, 1>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+  for (; b + kWide <= nb; b += kWide) grad_offset_chains<VecWide, kTokens, 2>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+  for (; b + VecWide::kLanes <= nb; b += VecWide::kLanes)
+    grad_offset_chains<VecWide, kTokens, 1>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
+  for (; b < nb; b += 8) grad_offset_chains<Vec256, kTokens, 1>(dY, ldy, nrows, C + b, ldc, G + b, ldg);
 }
 
 void grad_offset_sums_avx2(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,
