@@ -298,8 +298,10 @@ const Int8Kernels& select_int8_kernels(const std::string& requested, const char*
 // the difference). Elsewhere not measured, so no (scalar, NEON, Intel without VNNI).
 bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
 // Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0, Q8_0 or
-// Q4_K), whose quants it uses as stored: yes (Q4_K runs Q4_0's kernels plus its offsets:
-// 1.05-1.2x Q4_0's time), except Q8_0 with the NEON widening set of cores
+// Q4_K), whose quants it uses as stored: yes (Q4_K runs Q4_0's kernels plus its offsets; on
+// cortex-a53 409 / 403 instructions per 1k multiply-adds against f32's 461 / 449, bench/
+// arm64_icount.sh, docs/performance/int8-q4k-native-2026-12-07-zen5.md), except Q8_0 with the
+// NEON widening set of cores
 // without dotprod, which executes more instructions per multiply-add than the f32 NEON
 // kernels (forward / input gradient per 1k multiply-adds, bench/arm64_icount.sh --cpu
 // cortex-a53: Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450; a count, not a time). The
