@@ -391,7 +391,7 @@ void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int6
       const int64_t g = rb * kGroups + gi;
       const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
-      if (nr > 0 && j == 0)  // (the next row block's tile of these columns, as pack_grad_tiles_kind)
+      if (nr > 0 && (j == 0 || b == b0))  // the next row block's tile (as in pack_grad_tiles_kind), once per tile
         prefetch_ahead(tile, kGroups * kTileRows * row_bytes, static_cast<size_t>(nr) * m.block_bytes);
       for (int64_t i = 0; i < kTileRows; ++i)
         scales[8 * gi + i] = kFull || i < nr ? q4k_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
