@@ -191,6 +191,24 @@ inline void transpose_dwords(__m128i a, __m128i b, __m128i c, __m128i d, __m128i
   out[3] = _mm_unpackhi_epi64(t1, t3);
 }
 
+// The 4-byte chunks of 8 rows' 16 bytes (r[i]: row i): chunk k holds column 4k..4k+3 of
+// rows 0..7, row i in lane i (the forward panels' layout).
+inline void chunks_of_rows(const __m128i r[8], __m256i chunk[4]) {
+  __m128i lo[4], hi[4];
+  transpose_dwords(r[0], r[1], r[2], r[3], lo);
+  transpose_dwords(r[4], r[5], r[6], r[7], hi);
+  for (int k = 0; k < 4; ++k) chunk[k] = _mm256_set_m128i(hi[k], lo[k]);
+}
+
+// The bytes of 4 rows' 16 columns (r[s]: row s) interleaved per column, [a_j b_j c_j d_j]
+// for columns j: columns 0..7 and 8..15 (the input-gradient panels' layout).
+inline void interleave_rows(const __m128i r[4], __m256i* cols0_7, __m256i* cols8_15) {
+  const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
+  const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
+  *cols0_7 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
+  *cols8_15 = _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
+}
+
 // forward_weight_sums (kernels_int8.h) in registers: lane i of each chunk is row i's four
 // bytes.
 inline void forward_weight_sums_avx2(ForwardPanel& p) {
@@ -235,13 +253,11 @@ void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
           r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + static_cast<size_t>(i) * m.block_bytes +
                                                                             kQ4KQuantsOffset + 32 * j2 + 16 * half))
                         : _mm_setzero_si128();
-        __m128i lo[4], hi[4];
-        transpose_dwords(r[0], r[1], r[2], r[3], lo);
-        transpose_dwords(r[4], r[5], r[6], r[7], hi);
+        __m256i chunk[4];
+        chunks_of_rows(r, chunk);
         for (int k = 0; k < 4; ++k) {
-          const __m256i chunk = _mm256_set_m128i(hi[k], lo[k]);
-          _mm256_storeu_si256(out_lo + half * 4 + k, _mm256_and_si256(chunk, low));
-          _mm256_storeu_si256(out_hi + half * 4 + k, _mm256_and_si256(_mm256_srli_epi16(chunk, 4), low));
+          _mm256_storeu_si256(out_lo + half * 4 + k, _mm256_and_si256(chunk[k], low));
+          _mm256_storeu_si256(out_hi + half * 4 + k, _mm256_and_si256(_mm256_srli_epi16(chunk[k], 4), low));
         }
       }
     }
@@ -269,16 +285,14 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
       for (int64_t i = 0; i < 8; ++i)
         r[i] = i < nr ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + i * quant_bytes + half * 16))
                       : _mm_setzero_si128();
-      __m128i lo[4], hi[4];
-      transpose_dwords(r[0], r[1], r[2], r[3], lo);
-      transpose_dwords(r[4], r[5], r[6], r[7], hi);
+      __m256i chunk[4];
+      chunks_of_rows(r, chunk);
       for (int k = 0; k < 4; ++k) {
-        const __m256i chunk = _mm256_set_m128i(hi[k], lo[k]);
         if (q4) {
-          _mm256_storeu_si256(out + k, _mm256_and_si256(chunk, low));
-          _mm256_storeu_si256(out + k + 4, _mm256_and_si256(_mm256_srli_epi16(chunk, 4), low));
+          _mm256_storeu_si256(out + k, _mm256_and_si256(chunk[k], low));
+          _mm256_storeu_si256(out + k + 4, _mm256_and_si256(_mm256_srli_epi16(chunk[k], 4), low));
         } else {
-          _mm256_storeu_si256(out + half * 4 + k, chunk);
+          _mm256_storeu_si256(out + half * 4 + k, chunk[k]);
         }
       }
     }
@@ -353,13 +367,8 @@ void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
             r[s] = kFull || i0 + s < nr
                        ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + (i0 + s) * kQuantBytes + half * 16))
                        : padding;
-          // Bytes of the 4 rows interleaved per column: [a_j b_j c_j d_j] for columns j.
-          const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
-          const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
-          const __m256i cols0_7 =
-              _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo));
-          const __m256i cols8_15 =
-              _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi));
+          __m256i cols0_7, cols8_15;
+          interleave_rows(r, &cols0_7, &cols8_15);
           if (kQ4) {  // low nibbles: columns 0..15, high nibbles: columns 16..31; values u - 8
             const auto value = [&](__m256i u) { return _mm256_sub_epi8(_mm256_and_si256(u, low), eight); };
             _mm256_storeu_si256(out + 0 * kGradChunks + k, value(cols0_7));
@@ -409,12 +418,10 @@ void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int6
             const __m128i u = j % 2 == 0 ? _mm_and_si128(raw, low) : _mm_and_si128(_mm_srli_epi16(raw, 4), low);
             r[s] = _mm_sub_epi8(u, eight);
           }
-          const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
-          const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
-          _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k,
-                              _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo)));
-          _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k,
-                              _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)));
+          __m256i cols0_7, cols8_15;
+          interleave_rows(r, &cols0_7, &cols8_15);
+          _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k, cols0_7);
+          _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k, cols8_15);
         }
       }
     }
@@ -491,12 +498,10 @@ void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n
       for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
         __m128i r[4];
         for (int s = 0; s < 4; ++s) r[s] = _mm_load_si128(reinterpret_cast<const __m128i*>(q[s] + 16 * half));
-        const __m128i ab_lo = _mm_unpacklo_epi8(r[0], r[1]), ab_hi = _mm_unpackhi_epi8(r[0], r[1]);
-        const __m128i cd_lo = _mm_unpacklo_epi8(r[2], r[3]), cd_hi = _mm_unpackhi_epi8(r[2], r[3]);
-        _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k,
-                            _mm256_set_m128i(_mm_unpackhi_epi16(ab_lo, cd_lo), _mm_unpacklo_epi16(ab_lo, cd_lo)));
-        _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k,
-                            _mm256_set_m128i(_mm_unpackhi_epi16(ab_hi, cd_hi), _mm_unpacklo_epi16(ab_hi, cd_hi)));
+        __m256i cols0_7, cols8_15;
+        interleave_rows(r, &cols0_7, &cols8_15);
+        _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k, cols0_7);
+        _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k, cols8_15);
       }
     }
   }

@@ -373,6 +373,17 @@ inline void store_forward_block(const uint8x16_t lo[8], const uint8x16_t hi[8], 
   }
 }
 
+// Chunk k (4 rows) of an input-gradient panel block at out from the 4 rows' columns 0..15
+// (lo) and 16..31 (hi): per column group cg (8 columns) the rows' bytes interleaved per column.
+inline void store_grad_chunk(const uint8x16_t lo[4], const uint8x16_t hi[4], uint8_t* out, int64_t k) {
+  const uint8x8x4_t groups[4] = {
+      {{vget_low_u8(lo[0]), vget_low_u8(lo[1]), vget_low_u8(lo[2]), vget_low_u8(lo[3])}},
+      {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
+      {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
+      {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
+  for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * kGradChunks + k) * 32, groups[cg]);
+}
+
 // pack_forward_tiles for one weight type (kQ4: Q4_0, else Q8_0): per tile, the 8 rows'
 // 4-byte chunks are moved with two 4x4 dword transposes (chunk k of row i goes to
 // out + 32 k + 4 i). Q4_0 nibbles stay unsigned; Q8_0 rows also give their weight sums.
@@ -480,13 +491,7 @@ void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int
             hi[s] = vld1q_u8(q + 16);
           }
         }
-        // Column group cg (8 columns): the four rows' bytes interleaved per column.
-        const uint8x8x4_t groups[4] = {
-            {{vget_low_u8(lo[0]), vget_low_u8(lo[1]), vget_low_u8(lo[2]), vget_low_u8(lo[3])}},
-            {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
-            {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
-            {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
-        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * kGradChunks + k) * 32, groups[cg]);
+        store_grad_chunk(lo, hi, out, k);
       }
     }
   }
@@ -538,12 +543,7 @@ void pack_grad_q4k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int6
           lo[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(a, low) : vshrq_n_u8(a, 4), eight);
           hi[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(c, low) : vshrq_n_u8(c, 4), eight);
         }
-        const uint8x8x4_t groups[4] = {
-            {{vget_low_u8(lo[0]), vget_low_u8(lo[1]), vget_low_u8(lo[2]), vget_low_u8(lo[3])}},
-            {{vget_high_u8(lo[0]), vget_high_u8(lo[1]), vget_high_u8(lo[2]), vget_high_u8(lo[3])}},
-            {{vget_low_u8(hi[0]), vget_low_u8(hi[1]), vget_low_u8(hi[2]), vget_low_u8(hi[3])}},
-            {{vget_high_u8(hi[0]), vget_high_u8(hi[1]), vget_high_u8(hi[2]), vget_high_u8(hi[3])}}};
-        for (int cg = 0; cg < 4; ++cg) vst4_u8(out + (cg * kGradChunks + k) * 32, groups[cg]);
+        store_grad_chunk(lo, hi, out, k);
       }
     }
   }
