@@ -30,8 +30,9 @@
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_plain() {
+  if (!x86_features().avx2) return nullptr;  // first: the table is built by AVX2 code
   static const Int8Kernels k = avx2_int8_kernels("avx2");
-  return x86_features().avx2 ? &k : nullptr;
+  return &k;
 }
 
 const Int8Kernels* int8_kernels_avx2_choice(const char* nl_int8_vnni) {

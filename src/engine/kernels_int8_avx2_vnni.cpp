@@ -29,8 +29,9 @@
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_vnni() {
+  if (!x86_features().avx_vnni) return nullptr;  // first: the table is built by AVX-VNNI code
   static const Int8Kernels k = avx2_int8_kernels("avx2-vnni");
-  return x86_features().avx_vnni ? &k : nullptr;
+  return &k;
 }
 
 }  // namespace nl::engine

@@ -30,9 +30,9 @@
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx2_vnni_emulated() {
-  static const bool cpu_has_it = x86_features().avx2;
+  if (!x86_features().avx2) return nullptr;  // first: the table is built by AVX2 code
   static const Int8Kernels k = avx2_int8_kernels("avx2-vnni-emulated");
-  return cpu_has_it ? &k : nullptr;
+  return &k;
 }
 
 }  // namespace nl::engine

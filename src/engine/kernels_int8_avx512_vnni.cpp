@@ -138,8 +138,11 @@ Int8Kernels avx512_vnni_kernels() {
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_avx512_vnni() {
+  // The check comes first: avx512_vnni_kernels() is compiled for AVX-512 (GCC fills the
+  // table with zmm moves), so even building the table is an illegal instruction elsewhere.
+  if (!x86_features().avx512_vnni) return nullptr;
   static const Int8Kernels k = avx512_vnni_kernels();
-  return x86_features().avx512_vnni ? &k : nullptr;
+  return &k;
 }
 
 }  // namespace nl::engine
