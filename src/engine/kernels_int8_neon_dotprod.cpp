@@ -24,9 +24,11 @@
 namespace nl::engine {
 
 const Int8Kernels* int8_kernels_neon_dotprod() {
-  static const bool cpu_has_it = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+  // The check comes first: neon_int8_kernels() here is compiled with +dotprod (as on x86,
+  // where building the AVX-512 table was an illegal instruction on older CPUs).
+  if ((getauxval(AT_HWCAP) & HWCAP_ASIMDDP) == 0) return nullptr;
   static const Int8Kernels k = neon_int8_kernels("neon-dotprod");
-  return cpu_has_it ? &k : nullptr;
+  return &k;
 }
 
 }  // namespace nl::engine
