@@ -84,6 +84,10 @@ std::vector<SynthPreset> build_presets() {
       make_config(Arch::Qwen2, 64, 2, 4, 2, 16, 128, 320, 512, 1e-6f, 1e6f, true), "");
   add("tiny-qwen3", "tiny qwen3 for tests (Q/K norms, head_dim 32 != d_model/n_head)",
       make_config(Arch::Qwen3, 64, 2, 4, 2, 32, 128, 320, 512, 1e-6f, 1e6f, true), "");
+  // K-quants store 256 values per block: every matrix of this one has whole super-blocks
+  // (the others' 64 and 128 columns are stored as f16 when a K-quant is asked for).
+  add("tiny-llama-k", "tiny llama for tests of K-quant weights (every width a multiple of 256)",
+      make_config(Arch::Llama, 256, 2, 4, 2, 64, 512, 320, 512, 1e-5f, 10000.0f, false), "");
   return p;
 }
 

@@ -26,14 +26,15 @@ namespace {
 namespace fs = std::filesystem;
 
 // A tiny synthetic model with `layers` blocks (a real GGUF file: the cpu engine repacks it).
-std::unique_ptr<nl::Model> tiny_model(const nltest::TempDir& dir, const std::string& preset, int64_t layers) {
+std::unique_ptr<nl::Model> tiny_model(const nltest::TempDir& dir, const std::string& preset, int64_t layers,
+                                      nl::QType type = nl::QType::Q8_0) {
   nl::SynthOptions so;
   so.preset = preset;
-  so.type = nl::QType::Q8_0;
+  so.type = type;
   so.layers = layers;
   so.seed = 3;
   so.tokenizer = "generated";
-  const fs::path path = dir / (preset + "-" + std::to_string(layers) + ".gguf");
+  const fs::path path = dir / (preset + "-" + std::to_string(layers) + "-" + nl::qtype_name(type) + ".gguf");
   nl::synth_model(path.string(), so);
   return nl::Model::load(path.string());
 }
@@ -192,6 +193,48 @@ TEST(StepRuntime, WarmStepsAllocateNothing) {
       }
     }
   }
+}
+
+// The same for Q4_K weights in int8, whose products stage more (the forward's offset factors,
+// the input gradient's offset sums and its per-thread slab of offsets): sized from the plan
+// too, not grown by the first product larger than the ones before.
+TEST(StepRuntime, WarmStepsAllocateNothingOnQ4K) {
+  nltest::TempDir dir;
+  const auto model = tiny_model(dir, "tiny-llama-k", 2, nl::QType::Q4_K);
+  ASSERT_EQ(model->weights.layers[0].proj(nl::Proj::Down).type, nl::QType::Q4_K);
+  const int64_t V = model->config.vocab;
+  const nl::Batch first = nltest::make_batch({12, 10}, V, 3, 1);
+  const nl::Batch larger = nltest::make_batch({96}, V, 10, 2);
+  const nl::PrecisionPlan precision = nl::PrecisionPlan::uniform(model->config.n_layer, nl::Precision::Int8);
+  for (int engine_threads : {1, 2}) {
+    SCOPED_TRACE("engine threads " + std::to_string(engine_threads));
+    auto engine = nl::make_engine(*model, {"cpu", engine_threads});
+    const nl::LoraAdapter a = adapter_for(*model, 0.0f);
+    const nl::MemoryPlan plan = plan_for(*model, a, 96, 1);
+    nl::StepOptions so;
+    so.threads = 2;
+    so.host_threads = 2;
+    so.loss_chunk = 16;
+    so.memory = &plan;
+    so.precision = &precision;
+    nl::TrainStep step(*model, *engine, so);
+    nl::LoraAdapter g = a.zeros_like();
+    step.forward_backward(first, a, g, 0.01f, 1);
+    nltest::AllocCounter counter;
+    step.forward_backward(larger, a, g, 0.01f, 2);
+    step.forward_only(larger, a);
+    EXPECT_EQ(counter.allocations(), 0) << counter.allocated_bytes() << " bytes allocated in warm steps";
+  }
+  // The plan counts that staging: per token and 32 input values of the widest matrix (d_ff
+  // 512), a float of z and one of G more than the same shapes in Q8_0.
+  const auto q8 = tiny_model(dir, "tiny-llama-k", 2, nl::QType::Q8_0);
+  nl::MemoryRequest r;
+  r.max_tokens = 96;
+  r.n_adapter_params = 1;
+  r.loss_chunk = 16;
+  r.int8_products = true;
+  const size_t with = nl::plan_step_memory(*model, r).staging_bytes, without = nl::plan_step_memory(*q8, r).staging_bytes;
+  EXPECT_EQ(with - without, 96u * (512 / 32) * 2 * sizeof(float));
 }
 
 TEST(StepRuntime, MemoryPlanKeepsWhatTheBudgetHolds) {
