@@ -150,6 +150,17 @@ TEST(StepRuntime, BreakdownAccountsForTheStep) {
   }
 }
 
+// The warm-step tests' options: two engine and two host threads, the plan's memory.
+nl::StepOptions warm_step_options(const nl::MemoryPlan& plan, const nl::PrecisionPlan& precision) {
+  nl::StepOptions so;
+  so.threads = 2;
+  so.host_threads = 2;
+  so.loss_chunk = 16;
+  so.memory = &plan;
+  so.precision = &precision;
+  return so;
+}
+
 // After the first step, steps allocate nothing, in any thread, for any batch within the
 // plan, with dropout on or off, and validation too; with a single- and a multi-threaded
 // engine (its per-thread panels are sized when it is built, whichever thread runs which
@@ -171,12 +182,7 @@ TEST(StepRuntime, WarmStepsAllocateNothing) {
                      ", dropout " + std::to_string(dropout));
         const nl::LoraAdapter a = adapter_for(*model, dropout);
         const nl::MemoryPlan plan = plan_for(*model, a, 96, 1);
-        nl::StepOptions so;
-        so.threads = 2;
-        so.host_threads = 2;
-        so.loss_chunk = 16;
-        so.memory = &plan;
-        so.precision = &precision;
+        const nl::StepOptions so = warm_step_options(plan, precision);
         // The first batch is smaller than the plan's: the staging must come from the plan,
         // not from the largest product seen so far.
         nl::TrainStep step(*model, *engine, so);
@@ -211,13 +217,7 @@ TEST(StepRuntime, WarmStepsAllocateNothingOnQ4K) {
     auto engine = nl::make_engine(*model, {"cpu", engine_threads});
     const nl::LoraAdapter a = adapter_for(*model, 0.0f);
     const nl::MemoryPlan plan = plan_for(*model, a, 96, 1);
-    nl::StepOptions so;
-    so.threads = 2;
-    so.host_threads = 2;
-    so.loss_chunk = 16;
-    so.memory = &plan;
-    so.precision = &precision;
-    nl::TrainStep step(*model, *engine, so);
+    nl::TrainStep step(*model, *engine, warm_step_options(plan, precision));
     nl::LoraAdapter g = a.zeros_like();
     step.forward_backward(first, a, g, 0.01f, 1);
     nltest::AllocCounter counter;
