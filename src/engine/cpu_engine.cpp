@@ -158,7 +158,7 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Q4_0/Q8_0/Q4_K tiles give the int8 kernels their quants as stored; other types are
+// Q4_0/Q8_0/Q4_K/Q5_K tiles give the int8 kernels their quants as stored; other types are
 // requantized.
 bool int8_native(const ResidentMatrix& m) { return m.tiled() && engine::int8_uses_stored_quants(m.type); }
 // The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles; other types' few-token
@@ -216,10 +216,10 @@ int64_t grad_panel_rows(const engine::PanelKernels& k, int64_t n) {
   return std::clamp<int64_t>(k.grad_panel_floats / n / kTileRows, 1, 16) * kTileRows;
 }
 
-// Q4_K's input-gradient offsets are unpacked this many rows at a time (a slab per thread:
-// CpuEngine::add_q4k_grad_offsets).
-constexpr int64_t kQ4KOffsetRows = 128;  // whole row groups
-static_assert(kQ4KOffsetRows % kTileRows == 0);
+// Q4_K/Q5_K's input-gradient offsets are unpacked this many rows at a time (a slab per thread:
+// CpuEngine::add_grad_offsets).
+constexpr int64_t kOffsetSlabRows = 128;  // whole row groups
+static_assert(kOffsetSlabRows % kTileRows == 0);
 
 // One pool thread's scratch: dequantized rows (f32 and f16 modes, and int8 for the types
 // without int8 tiles) and the two int8 panels. Sized once (WorkerScratch::reserve_for), so
@@ -228,7 +228,7 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   std::vector<float> floats;
   engine::ForwardPanel forward8[4];  // an int8 forward task's row groups (two, or four: forward_quad)
   engine::GradPanel grad8;
-  std::vector<float> q4k_offset_slab;  // Q4_K's input-gradient offsets: rows x column blocks
+  std::vector<float> offset_slab;  // Q4_K/Q5_K's input-gradient offsets: rows x column blocks
   // An int8 input-gradient task's block of dX (its tokens x its columns, contiguous),
   // copied out when the task ends: dX's own rows are a matrix row apart, and as for dY
   // (Int8GradRows) the kernel is faster on a contiguous block.
@@ -254,10 +254,10 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
     const int64_t forward_blocks = ceil_div(m.cols, engine::kQ8Block);
     for (engine::ForwardPanel& p : forward8) {
       if (forward_blocks > p.blocks) p.resize(forward_blocks);
-      if (m.type == QType::Q4_K) p.resize_offsets(forward_blocks);
+      if (engine::int8_has_offsets(m.type)) p.resize_offsets(forward_blocks);
     }
-    if (m.type == QType::Q4_K && static_cast<int64_t>(q4k_offset_slab.size()) < kQ4KOffsetRows * forward_blocks)
-      q4k_offset_slab.resize(static_cast<size_t>(kQ4KOffsetRows * forward_blocks));  // a task's blocks at most
+    if (engine::int8_has_offsets(m.type) && static_cast<int64_t>(offset_slab.size()) < kOffsetSlabRows * forward_blocks)
+      offset_slab.resize(static_cast<size_t>(kOffsetSlabRows * forward_blocks));  // a task's blocks at most
     if (grad_blocks > grad8.blocks) grad8.resize(grad_blocks);
   }
 };
@@ -312,7 +312,7 @@ struct Int8Rows {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> sum;
-  std::vector<float> z;  // d * sum, for the Q4_K offsets (forward_offset_factors)
+  std::vector<float> z;  // d * sum, for the Q4_K/Q5_K offsets (forward_offset_factors)
 };
 
 // dY of an int8 input gradient as its tasks read it (kernels_int8.h grad_rows): its scales
@@ -437,7 +437,7 @@ void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels&
     k8.forward_pair(q, d, sum, ldq, t1 - t0, ws.forward8[0], ws.forward8[1], last_rows, Y + t0 * rows + r0, rows);
   else
     k8.forward(q, d, sum, ldq, t1 - t0, ws.forward8[0], last_rows, Y + t0 * rows + r0, rows);
-  if (ws.forward8[0].has_offsets) {  // Q4_K (kernels_int8.h)
+  if (ws.forward8[0].has_offsets) {  // Q4_K/Q5_K (kernels_int8.h)
     const engine::ForwardPanel* const p[4] = {&ws.forward8[0], &ws.forward8[1], &ws.forward8[2], &ws.forward8[3]};
     k8.add_forward_offsets(x.z.data() + t0 * x.blocks, x.blocks, t1 - t0, p, ng, last_rows, Y + t0 * rows + r0, rows);
   }
@@ -691,7 +691,7 @@ class CpuEngine final : public FrozenEngine {
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
     out_of_memory_is_an_error("the staging of the inputs", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
-      if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block), q4k_offsets(m));
+      if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block), int8_offsets(m));
     });
   }
   void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
@@ -702,7 +702,7 @@ class CpuEngine final : public FrozenEngine {
     out_of_memory_is_an_error("the staging of the output gradients", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
       if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
-      if (p == Precision::Int8 && q4k_offsets(m)) grow_q4k_grad_offsets(max_tokens, m.cols);
+      if (p == Precision::Int8 && int8_offsets(m)) grow_grad_offsets(max_tokens, m.cols);
     });
   }
 
@@ -868,8 +868,8 @@ class CpuEngine final : public FrozenEngine {
     if (static_cast<int64_t>(staged_.size()) < T * n_in) staged_.resize(static_cast<size_t>(T * n_in));
     if (static_cast<int64_t>(row_scale_.size()) < T) row_scale_.resize(static_cast<size_t>(T));
   }
-  // offsets: the product is a Q4_K one from the stored quants, which stages the offset
-  // factors z as well (x8_.z: only Q4_K models allocate it).
+  // offsets: the product is a Q4_K/Q5_K one from the stored quants, which stages the offset
+  // factors z as well (x8_.z: only models with those types allocate it).
   void grow_int8_rows(int64_t T, int64_t blocks, bool offsets) {
     if (offsets && static_cast<int64_t>(x8_.z.size()) < T * blocks) x8_.z.resize(static_cast<size_t>(T * blocks));
     if (static_cast<int64_t>(x8_.d.size()) >= T * blocks) return;
@@ -877,12 +877,12 @@ class CpuEngine final : public FrozenEngine {
     x8_.d.resize(static_cast<size_t>(T * blocks));
     x8_.sum.resize(static_cast<size_t>(T * blocks));
   }
-  // Q4_K's input-gradient offset sums G: a float per token and column block.
-  void grow_q4k_grad_offsets(int64_t T, int64_t cols) {
+  // Q4_K/Q5_K's input-gradient offset sums G: a float per token and column block.
+  void grow_grad_offsets(int64_t T, int64_t cols) {
     const int64_t n = T * ceil_div(cols, engine::kQ8Block);
-    if (static_cast<int64_t>(q4k_offsets_.size()) < n) q4k_offsets_.resize(static_cast<size_t>(n));
+    if (static_cast<int64_t>(grad_offsets_.size()) < n) grad_offsets_.resize(static_cast<size_t>(n));
   }
-  static bool q4k_offsets(const ResidentMatrix& m) { return m.type == QType::Q4_K && int8_native(m); }
+  static bool int8_offsets(const ResidentMatrix& m) { return engine::int8_has_offsets(m.type) && int8_native(m); }
 
   // Runs body(t0, t1) over token ranges of a few rows, on the pool (row-wise passes).
   template <class Body>
@@ -920,13 +920,13 @@ class CpuEngine final : public FrozenEngine {
     if (job.kind == Job::Forward) {
       const int64_t cols = m.cols, blocks = (cols + engine::kQ8Block - 1) / engine::kQ8Block;
       x8_.blocks = blocks;
-      grow_int8_rows(T, blocks, q4k_offsets(m));
+      grow_int8_rows(T, blocks, int8_offsets(m));
       for_token_ranges(T, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
           int8_.quantize_row(job.in + t * cols, cols, x8_.q.data() + t * blocks * engine::kQ8Block,
                              x8_.d.data() + t * blocks, x8_.sum.data() + t * blocks);
       });
-      if (q4k_offsets(m))
+      if (int8_offsets(m))
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
       if (T <= kMatvecMaxTokens && int8_matvec_native(m)) {  // one token (or a few): matrix-vector kernels
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
@@ -966,34 +966,35 @@ class CpuEngine final : public FrozenEngine {
         steal_int8_grad_work(kernels_, int8_, m, scratch(worker), g8_, job.out, grad_slots_.get(), pool_.size(),
                              worker, tpt, T);
       });
-      if (q4k_offsets(m)) add_q4k_grad_offsets(m, job.in, T, job.out);
+      if (int8_offsets(m)) add_grad_offsets(m, job.in, T, job.out);
     }
   }
 
-  // Q4_K's input-gradient offsets (kernels_int8.h): dX[t,c] += G[t,b], G[t,b] = the chain
+  // Q4_K/Q5_K's input-gradient offsets (kernels_int8.h): dX[t,c] += G[t,b], G[t,b] = the chain
   // over all rows of c[r,b] dY[t,r]. Each task takes a range of super-blocks (8 column
-  // blocks) and of tokens; it unpacks its super-blocks' offsets kQ4KOffsetRows rows at a time
+  // blocks) and of tokens; it unpacks its super-blocks' offsets kOffsetSlabRows rows at a time
   // (a slab of C, in its scratch) and carries its chains of G on through the slabs.
-  void add_q4k_grad_offsets(const ResidentMatrix& m, const float* dY, int64_t T, float* dX) {
+  void add_grad_offsets(const ResidentMatrix& m, const float* dY, int64_t T, float* dX) {
     const int64_t rows = m.rows, cols = m.cols, nsb = cols / engine::kSuperTileCols, nb = nsb * 8;
     const int64_t threads = pool_.size(), n_sb = std::min(nsb, threads), n_t = std::min(T, ceil_div(threads, n_sb));
-    grow_q4k_grad_offsets(T, cols);  // (reserved already unless the product is larger)
-    float* G = q4k_offsets_.data();
+    grow_grad_offsets(T, cols);  // (reserved already unless the product is larger)
+    float* G = grad_offsets_.data();
     pool_.parallel_for(n_sb * n_t, [&](int64_t i, int worker) {
       const int64_t s0 = i / n_t * nsb / n_sb, s1 = (i / n_t + 1) * nsb / n_sb;
       const int64_t t0 = i % n_t * T / n_t, t1 = (i % n_t + 1) * T / n_t;
       const int64_t b0 = s0 * 8, nbs = (s1 - s0) * 8;
-      std::vector<float>& C = scratch(worker).q4k_offset_slab;
-      if (static_cast<int64_t>(C.size()) < kQ4KOffsetRows * nbs) C.resize(static_cast<size_t>(kQ4KOffsetRows * nbs));  // (sized already)
+      std::vector<float>& C = scratch(worker).offset_slab;
+      if (static_cast<int64_t>(C.size()) < kOffsetSlabRows * nbs) C.resize(static_cast<size_t>(kOffsetSlabRows * nbs));  // (sized already)
       for (int64_t t = t0; t < t1; ++t) std::fill_n(G + t * nb + b0, nbs, 0.0f);
-      for (int64_t r0 = 0; r0 < rows; r0 += kQ4KOffsetRows) {
-        const int64_t nr = std::min(kQ4KOffsetRows, rows - r0);
+      const float mid = engine::kquant_mid(m.type);
+      for (int64_t r0 = 0; r0 < rows; r0 += kOffsetSlabRows) {
+        const int64_t nr = std::min(kOffsetSlabRows, rows - r0);
         for (int64_t g = r0 / kTileRows; g * kTileRows < r0 + nr; ++g)  // a row group's tiles are one run
           for (int64_t sb = s0; sb < s1; ++sb) {
             const uint8_t* tile = m.tiles.tile(g, sb);
             for (int64_t i = 0; i < m.tiles.group_rows(g); ++i) {
-              const engine::Q4KBlockScales sc =
-                  engine::q4k_block_scales(tile + static_cast<size_t>(i) * m.tiles.block_bytes);
+              const engine::KQuantBlockScales sc =
+                  engine::kquant_block_scales(tile + static_cast<size_t>(i) * m.tiles.block_bytes, mid);
               std::copy_n(sc.c, 8, C.data() + (g * kTileRows + i - r0) * nbs + (sb - s0) * 8);
             }
           }
@@ -1012,7 +1013,7 @@ class CpuEngine final : public FrozenEngine {
   // Staging of the f16 and int8 modes, reused by every product (products run one at a time,
   // on the dispatcher thread): activation-sized, never weight-sized.
   std::vector<float> staged_;
-  std::vector<float> q4k_offsets_;  // Q4_K input gradients: G, tokens x column blocks
+  std::vector<float> grad_offsets_;  // Q4_K/Q5_K input gradients: G, tokens x column blocks
   std::vector<int> row_scale_;
   Int8Rows x8_;
   Int8GradRows g8_;

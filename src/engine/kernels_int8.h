@@ -2,12 +2,14 @@
 // values (like llama.cpp's q8_0 activations), integer dot products with int8 weights, f32
 // accumulation across blocks.
 //
-// Weights: Q4_0, Q8_0 and Q4_K matrices use their own quants and scales exactly (nothing is
-// requantized). A Q4_K 32-value sub-block is w = s q - o (q in 0..15, s = d sc and o = dmin mn
-// exact in f32), which is Q4_0's form s (q - 8) plus a per-(row, block) offset c = 8 s - o
-// (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do, with scales
-// s, and the offsets enter as f32 chains of fused multiply-adds from 0 after the integer
-// products (in increasing order of the reduced index):
+// Weights: Q4_0, Q8_0, Q4_K and Q5_K matrices use their own quants and scales exactly (nothing
+// is requantized). A Q4_K 32-value sub-block is w = s q - o (q in 0..15, s = d sc and o =
+// dmin mn exact in f32), which is Q4_0's form s (q - 8) plus a per-(row, block) offset
+// c = 8 s - o (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do,
+// with scales s. Q5_K's (q in 0..31) is s (q - 16) plus c = 16 s - o: its panels hold the
+// values q - 16 as signed bytes (Signed panels, as Q8_0's: 5-bit values would overflow the
+// nibble kernels' int16 sums). The offsets enter as f32 chains of fused multiply-adds from 0
+// after the integer products (in increasing order of the reduced index):
 //   forward     Y[t,r]  += sum over b of c[r,b] z[t,b],  z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
 //               (ForwardPanel::offset, add_forward_offsets)
 //   input grad  dX[t,c] += G[t,b] for the columns c of block b, G[t,b] = sum over rows r of
@@ -98,7 +100,7 @@ struct ForwardPanel {
   // forward_weight_sums defines it). Every set's packers fill it; the AVX-VNNI forward
   // subtracts it (its activations are unsigned, q + 128: kernels_int8_avx2_body.h).
   std::vector<int32_t> wsum;
-  // Q4_K panels (has_offsets): blocks x 8 rows, the offsets c = 8 s - o (padded rows: 0).
+  // Q4_K/Q5_K panels (has_offsets): blocks x 8 rows, the offsets c (padded rows: 0).
   bool has_offsets = false;
   std::vector<float> offset;
   void resize(int64_t nb) {
@@ -113,16 +115,22 @@ struct ForwardPanel {
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants
-// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0 and Q4_K.
-inline bool int8_uses_stored_quants(QType t) { return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K; }
+// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K and Q5_K.
+inline bool int8_uses_stored_quants(QType t) {
+  return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K;
+}
+// The types whose stored quants enter with offsets (the K-quants with mins, above).
+inline bool int8_has_offsets(QType t) { return t == QType::Q4_K || t == QType::Q5_K; }
 
-// The scales s = d sc and offsets c = 8 s - dmin mn of the 8 sub-blocks of a Q4_K block (the
-// definition above; every set's packers use them), and the scale of sub-block j alone.
-struct Q4KBlockScales {
+// The scales s = d sc and offsets c = mid s - dmin mn of the 8 sub-blocks of a Q4_K (mid 8)
+// or Q5_K (mid 16) block (the definition above; every set's packers use them), and the scale
+// of sub-block j alone.
+struct KQuantBlockScales {
   float s[8], c[8];
 };
-Q4KBlockScales q4k_block_scales(const uint8_t* block);
-inline float q4k_scale(const uint8_t* block, int j) {
+inline float kquant_mid(QType t) { return t == QType::Q5_K ? 16.0f : 8.0f; }
+KQuantBlockScales kquant_block_scales(const uint8_t* block, float mid);
+inline float kquant_scale(const uint8_t* block, int j) {
   uint16_t d;
   std::memcpy(&d, block, sizeof d);
   uint8_t sc, mn;
@@ -130,9 +138,16 @@ inline float q4k_scale(const uint8_t* block, int j) {
   return fp16_to_f32(d) * static_cast<float>(sc);
 }
 inline constexpr size_t kQ4KQuantsOffset = 16;  // d, dmin, 12 bytes of scales and mins
-// A Q4_K forward panel's scales and offsets of super-block sb (its 8 column blocks) for the
-// rows of row group g (padded rows: 0). Every set's packer uses it.
-void q4k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
+inline constexpr size_t kQ5KHighBitsOffset = 16;  // Q5_K: d, dmin, scales, then qh
+inline constexpr size_t kQ5KQuantsOffset = 48;    // and the low nibbles after qh's 32 bytes
+// Value k (< 32) of sub-block j of a Q5_K block: its nibble, and bit 4 from bit j of qh[k].
+inline uint8_t q5k_quant(const uint8_t* block, int j, int k) {
+  const int low = (block[kQ5KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
+  return static_cast<uint8_t>(low | (((block[kQ5KHighBitsOffset + k] >> j) & 1) << 4));
+}
+// A Q4_K/Q5_K forward panel's scales and offsets of super-block sb (its 8 column blocks) for
+// the rows of row group g (padded rows: 0). Every set's packer uses it.
+void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
 
 struct GradPanel {
   Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
@@ -180,9 +195,10 @@ struct Int8Kernels {
   // Quantizes x[0, n) per 32 values (the tail padded with zeros): ceil(n/32) blocks of 32
   // int8 in q, their scales in d and the sum of each block's quants in sum.
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
-  // Packs row group g (8 rows) of a Q4_0/Q8_0/Q4_K tiled matrix, every column block.
+  // Packs row group g (8 rows) of a Q4_0/Q8_0/Q4_K/Q5_K tiled matrix, every column block.
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
-  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0/Q4_K tiled matrix.
+  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0/Q4_K/Q5_K tiled
+  // matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
   // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats
   // and pack_grad_floats below define them.
@@ -211,12 +227,12 @@ struct Int8Kernels {
   // forward pair is bound by the broadcasts (kernels_int8_avx512_vnni.cpp).
   void (*forward_quad)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel* const p[4], int64_t nr3, float* Y, int64_t ldy) = nullptr;
-  // Q4_K panels' offsets (has_offsets) added to forward's outputs: np (1 to 4) consecutive row
-  // groups, p[i]'s rows at Y + 8 i (the last one's first nr_last rows), tokens t < nt at
+  // Q4_K/Q5_K panels' offsets (has_offsets) added to forward's outputs: np (1 to 4) consecutive
+  // row groups, p[i]'s rows at Y + 8 i (the last one's first nr_last rows), tokens t < nt at
   // Y + t * ldy; z[t*ldz + b] = dx[t,b] * float(sum[t,b]) (forward_offset_factors).
   void (*add_forward_offsets)(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
                               int64_t nr_last, float* Y, int64_t ldy) = nullptr;
-  // Q4_K's input-gradient offsets, rows [0, nrows) of a chain that goes on over the rows:
+  // Q4_K/Q5_K input-gradient offsets, rows [0, nrows) of a chain that goes on over the rows:
   // G[t*ldg + b] = fma(C[r*ldc + b], dY[t*ldy + r], G[t*ldg + b]) for r = 0, 1, ..., for
   // t < nt and b < nb (a multiple of 8).
   void (*grad_offset_sums)(const float* dY, int64_t ldy, int64_t nt, int64_t nrows, const float* C, int64_t ldc,

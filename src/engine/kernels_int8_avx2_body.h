@@ -243,7 +243,7 @@ void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
     prefetch_ahead(tile, 2 * tile_bytes, tile_bytes);
-    q4k_forward_panel_scales(m, g, sb, p);
+    kquant_forward_panel_scales(m, g, sb, p);
     for (int j2 = 0; j2 < 4; ++j2) {
       __m256i* out_lo = reinterpret_cast<__m256i*>(p.q.data() + (sb * 8 + 2 * j2) * 256);
       __m256i* out_hi = out_lo + 8;  // the next block (256 bytes on)
@@ -264,8 +264,56 @@ void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
   }
 }
 
+// 16 values of Q5_K sub-block j of one row from 16 bytes of its nibbles (raw, the sub-block's
+// in the low or high halves) and the matching 16 bytes of qh: (nibble | bit j of qh << 4) -
+// 16 as signed bytes (kernels_int8.h: q5k_quant).
+inline __m128i q5k_values(__m128i raw, __m128i qh, int j) {
+  const __m128i low = _mm_set1_epi8(0x0F), one = _mm_set1_epi8(1), sixteen = _mm_set1_epi8(16);
+  const __m128i nib = _mm_and_si128(j % 2 == 0 ? raw : _mm_srli_epi16(raw, 4), low);
+  const __m128i bit = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);  // (bytes' own bits: masked)
+  return _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(bit, 4)), sixteen);
+}
+
+// A Q5_K row group: each sub-block's values q - 16 (signed panels), 16 columns of the 8 rows
+// at a time moved with the dword transposes of Q8_0's.
+void pack_forward_q5k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
+  p.kind = Int8Kind::Signed;
+  p.has_offsets = true;
+  p.resize(nb);
+  p.resize_offsets(nb);
+  const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    prefetch_ahead(tile, 2 * tile_bytes, tile_bytes);
+    kquant_forward_panel_scales(m, g, sb, p);
+    for (int j = 0; j < 8; ++j) {
+      __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (sb * 8 + j) * 256);
+      for (int half = 0; half < 2; ++half) {
+        __m128i r[8];
+        for (int64_t i = 0; i < 8; ++i) {
+          if (i >= nr) {
+            r[i] = _mm_setzero_si128();
+            continue;
+          }
+          const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+          const __m128i raw =
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ5KQuantsOffset + 32 * (j / 2) + 16 * half));
+          const __m128i qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ5KHighBitsOffset + 16 * half));
+          r[i] = q5k_values(raw, qh, j);
+        }
+        __m256i chunk[4];
+        chunks_of_rows(r, chunk);
+        for (int k = 0; k < 4; ++k) _mm256_storeu_si256(out + half * 4 + k, chunk[k]);
+      }
+    }
+  }
+  forward_weight_sums_avx2(p);
+}
+
 void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_avx2(m, g, p);
+  if (m.type == QType::Q5_K) return pack_forward_q5k_tiles_avx2(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   const bool q4 = m.type == QType::Q4_0;
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
@@ -385,10 +433,11 @@ void pack_grad_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   }
 }
 
-// pack_grad_tiles for Q4_K (kFull as above): a sub-block's 32 nibbles of a row are 32 bytes'
-// low or high halves, so the 4 rows of a chunk interleave as Q8_0's do, then give q - 8.
-template <bool kFull>
-void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+// pack_grad_tiles for Q4_K and Q5_K (kQ5; kFull as above): a sub-block's 32 nibbles of a row
+// are 32 bytes' low or high halves, so the 4 rows of a chunk interleave as Q8_0's do, then
+// give q - 8 (Q4_K) or, with the high bits, q - 16 (Q5_K).
+template <bool kQ5, bool kFull>
+void pack_grad_kquant_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
   const size_t row_bytes = m.block_bytes * static_cast<size_t>(m.n_blocks());
   constexpr int64_t kGroups = kGradRowBlock / kTileRows;
@@ -403,7 +452,7 @@ void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int6
       if (nr > 0 && (j == 0 || b == b0))  // the next row block's tile (as in pack_grad_tiles_kind), once per tile
         prefetch_ahead(tile, kGroups * kTileRows * row_bytes, static_cast<size_t>(nr) * m.block_bytes);
       for (int64_t i = 0; i < kTileRows; ++i)
-        scales[8 * gi + i] = kFull || i < nr ? q4k_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
+        scales[8 * gi + i] = kFull || i < nr ? kquant_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
       for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
         const int64_t i0 = 4 * (k - 2 * gi);
         for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
@@ -413,10 +462,15 @@ void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int6
               r[s] = _mm_setzero_si128();
               continue;
             }
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(
-                tile + static_cast<size_t>(i0 + s) * m.block_bytes + kQ4KQuantsOffset + 32 * (j / 2) + 16 * half));
-            const __m128i u = j % 2 == 0 ? _mm_and_si128(raw, low) : _mm_and_si128(_mm_srli_epi16(raw, 4), low);
-            r[s] = _mm_sub_epi8(u, eight);
+            const uint8_t* block = tile + static_cast<size_t>(i0 + s) * m.block_bytes;
+            constexpr size_t kQuants = kQ5 ? kQ5KQuantsOffset : kQ4KQuantsOffset;
+            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQuants + 32 * (j / 2) + 16 * half));
+            if constexpr (kQ5) {
+              r[s] = q5k_values(raw, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ5KHighBitsOffset + 16 * half)), j);
+            } else {
+              const __m128i u = j % 2 == 0 ? _mm_and_si128(raw, low) : _mm_and_si128(_mm_srli_epi16(raw, 4), low);
+              r[s] = _mm_sub_epi8(u, eight);
+            }
           }
           __m256i cols0_7, cols8_15;
           interleave_rows(r, &cols0_7, &cols8_15);
@@ -430,10 +484,16 @@ void pack_grad_q4k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int6
 
 void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  if (m.type == QType::Q4_K) {
-    p.kind = Int8Kind::Nibble;
+  if (m.type == QType::Q4_K || m.type == QType::Q5_K) {
+    const bool q5 = m.type == QType::Q5_K;
+    p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
     p.resize(b1 - b0);
-    full ? pack_grad_q4k_tiles_kind<true>(m, rb, b0, b1, p) : pack_grad_q4k_tiles_kind<false>(m, rb, b0, b1, p);
+    if (q5)
+      full ? pack_grad_kquant_tiles_kind<true, true>(m, rb, b0, b1, p)
+           : pack_grad_kquant_tiles_kind<true, false>(m, rb, b0, b1, p);
+    else
+      full ? pack_grad_kquant_tiles_kind<false, true>(m, rb, b0, b1, p)
+           : pack_grad_kquant_tiles_kind<false, false>(m, rb, b0, b1, p);
     normalize_grad_scales_avx2(p);
     return;
   }

@@ -429,7 +429,7 @@ void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& 
   const uint8x16_t low = vdupq_n_u8(0x0F);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
-    q4k_forward_panel_scales(m, g, sb, p);
+    kquant_forward_panel_scales(m, g, sb, p);
     for (int j = 0; j < 8; ++j) {
       uint8x16_t lo[8], hi[8];  // columns 0..15 and 16..31 of each row (padded rows: 0)
       for (int64_t i = 0; i < 8; ++i) {
@@ -447,8 +447,50 @@ void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& 
   }
 }
 
+// 16 values of Q5_K sub-block j of one row from 16 bytes of its nibbles (the sub-block's in
+// the low or high halves) and the matching 16 bytes of qh: (nibble | bit j of qh << 4) - 16 as
+// signed bytes (kernels_int8.h: q5k_quant).
+inline uint8x16_t q5k_values(const uint8_t* nibbles, const uint8_t* qh, int j) {
+  const uint8x16_t raw = vld1q_u8(nibbles), h = vld1q_u8(qh);
+  const uint8x16_t nib = j % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4);
+  const uint8x16_t bit = vandq_u8(vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(4 - j))), vdupq_n_u8(0x10));
+  return vsubq_u8(vorrq_u8(nib, bit), vdupq_n_u8(16));
+}
+
+// A Q5_K row group: each sub-block's values q - 16 (signed panels) and their sums (wsum).
+void pack_forward_q5k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
+  p.kind = Int8Kind::Signed;
+  p.has_offsets = true;
+  p.resize(nb);
+  p.resize_offsets(nb);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    kquant_forward_panel_scales(m, g, sb, p);
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = sb * 8 + j;
+      uint8x16_t lo[8], hi[8];  // columns 0..15 and 16..31 of each row (padded rows: 0)
+      for (int64_t i = 0; i < 8; ++i) {
+        if (i >= nr) {
+          lo[i] = hi[i] = vdupq_n_u8(0);
+          p.wsum[static_cast<size_t>(b * 8 + i)] = 0;
+          continue;
+        }
+        const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+        const uint8_t* qs = block + kQ5KQuantsOffset + 32 * (j / 2);
+        lo[i] = q5k_values(qs, block + kQ5KHighBitsOffset, j);
+        hi[i] = q5k_values(qs + 16, block + kQ5KHighBitsOffset + 16, j);
+        p.wsum[static_cast<size_t>(b * 8 + i)] =
+            128 * (vaddlvq_s8(vreinterpretq_s8_u8(lo[i])) + vaddlvq_s8(vreinterpretq_s8_u8(hi[i])));
+      }
+      store_forward_block(lo, hi, p.q.data() + b * 256);
+    }
+  }
+}
+
 void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_neon(m, g, p);
+  if (m.type == QType::Q5_K) return pack_forward_q5k_tiles_neon(m, g, p);
   const bool q4 = m.type == QType::Q4_0;
   p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
   p.has_offsets = false;
@@ -515,9 +557,11 @@ void normalize_grad_scales_neon(GradPanel& p) {
   }
 }
 
-// pack_grad_tiles for Q4_K: each row's 32 nibbles of sub-block j (the low or high halves
-// of 32 bytes), values q - 8, interleaved per column as above.
-void pack_grad_q4k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+// pack_grad_tiles for Q4_K and Q5_K: each row's 32 nibbles of sub-block j (the low or high
+// halves of 32 bytes), values q - 8 (Q4_K) or, with the high bits, q - 16 (Q5_K), interleaved
+// per column as above.
+void pack_grad_kquant_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q5 = m.type == QType::Q5_K;
   const uint8x16_t low = vdupq_n_u8(0x0F), eight = vdupq_n_u8(8);
   constexpr int64_t kGroups = kGradRowBlock / kTileRows;
   for (int64_t b = b0; b < b1; ++b) {
@@ -529,7 +573,7 @@ void pack_grad_q4k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int6
       const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
       const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
       for (int64_t i = 0; i < kTileRows; ++i)
-        scales[8 * gi + i] = i < nr ? q4k_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
+        scales[8 * gi + i] = i < nr ? kquant_scale(tile + static_cast<size_t>(i) * m.block_bytes, j) : 0.0f;
       for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
         const int64_t i0 = 4 * (k - 2 * gi);
         uint8x16_t lo[4], hi[4];  // columns 0..15 and 16..31 of the 4 rows, as signed values
@@ -538,7 +582,14 @@ void pack_grad_q4k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int6
             lo[s] = hi[s] = vdupq_n_u8(0);
             continue;
           }
-          const uint8_t* q = tile + static_cast<size_t>(i0 + s) * m.block_bytes + kQ4KQuantsOffset + 32 * (j / 2);
+          const uint8_t* block = tile + static_cast<size_t>(i0 + s) * m.block_bytes;
+          if (q5) {
+            const uint8_t* q = block + kQ5KQuantsOffset + 32 * (j / 2);
+            lo[s] = q5k_values(q, block + kQ5KHighBitsOffset, j);
+            hi[s] = q5k_values(q + 16, block + kQ5KHighBitsOffset + 16, j);
+            continue;
+          }
+          const uint8_t* q = block + kQ4KQuantsOffset + 32 * (j / 2);
           const uint8x16_t a = vld1q_u8(q), c = vld1q_u8(q + 16);
           lo[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(a, low) : vshrq_n_u8(a, 4), eight);
           hi[s] = vsubq_u8(j % 2 == 0 ? vandq_u8(c, low) : vshrq_n_u8(c, 4), eight);
@@ -553,8 +604,8 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
   p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble : Int8Kind::Signed;
   p.resize(b1 - b0);
-  if (m.type == QType::Q4_K)
-    pack_grad_q4k_tiles_neon(m, rb, b0, b1, p);
+  if (m.type == QType::Q4_K || m.type == QType::Q5_K)
+    pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);
   else if (q4)
     full ? pack_grad_tiles_kind_neon<true, true>(m, rb, b0, b1, p)
          : pack_grad_tiles_kind_neon<true, false>(m, rb, b0, b1, p);

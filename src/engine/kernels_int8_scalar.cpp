@@ -57,28 +57,32 @@ void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t
   }
 }
 
-// A Q4_K row group: each 32-value sub-block a panel block of nibbles q with scales s and
-// offsets c (q4k_block_scales; the layout of kernels_int8.h).
-void pack_forward_q4k_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+// A Q4_K/Q5_K row group: each 32-value sub-block a panel block with scales s and offsets c
+// (kquant_block_scales; the layout of kernels_int8.h): Q4_K's nibbles q, Q5_K's values q - 16.
+void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Nibble;
+  const bool q5 = m.type == QType::Q5_K;
+  p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
   p.has_offsets = true;
   p.resize(nb);
   p.resize_offsets(nb);
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    q4k_forward_panel_scales(m, g, sb, p);
+    kquant_forward_panel_scales(m, g, sb, p);
     const uint8_t* tile = m.tile(g, sb);
     for (int64_t i = 0; i < 8; ++i) {
-      const uint8_t* qs = tile + static_cast<size_t>(i) * m.block_bytes + kQ4KQuantsOffset;
-      for (int64_t j = 0; j < 8; ++j)
-        for (int64_t k = 0; k < kQ8Block; ++k)
-          p.q[forward_index(sb * 8 + j, i, k)] = i < nr ? (qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F : 0;
+      const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+      for (int j = 0; j < 8; ++j)
+        for (int k = 0; k < kQ8Block; ++k)
+          p.q[forward_index(sb * 8 + j, i, k)] = i >= nr ? 0
+                                                 : q5    ? static_cast<uint8_t>(q5k_quant(block, j, k) - 16)
+                                                         : (block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
     }
   }
+  if (q5) forward_weight_sums(p);
 }
 
 void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
-  if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_scalar(m, g, p);
+  if (int8_has_offsets(m.type)) return pack_forward_kquant_tiles_scalar(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   p.kind = tile_kind(m);
   p.has_offsets = false;
@@ -93,10 +97,11 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
   if (p.kind == Int8Kind::Signed) forward_weight_sums(p);
 }
 
-// Rows of a Q4_K row block: each sub-block's values q - 8 with scales s (the offsets are
-// grad_offset_sums').
-void pack_grad_q4k_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
-  p.kind = Int8Kind::Nibble;
+// Rows of a Q4_K/Q5_K row block: each sub-block's values q - 8 (Q4_K) or q - 16 (Q5_K) with
+// scales s (the offsets are grad_offset_sums').
+void pack_grad_kquant_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const bool q5 = m.type == QType::Q5_K;
+  p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
     const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;
@@ -104,17 +109,19 @@ void pack_grad_q4k_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, in
     for (int64_t b = b0; b < b1; ++b) {
       const int j = static_cast<int>(b % 8);
       const uint8_t* block = valid ? m.tile(g, b / 8) + static_cast<size_t>(i) * m.block_bytes : nullptr;
-      p.rho[static_cast<size_t>((b - b0) * kGradRowBlock + r)] = valid ? q4k_scale(block, j) : 0.0f;
-      for (int64_t k = 0; k < kQ8Block; ++k)
+      p.rho[static_cast<size_t>((b - b0) * kGradRowBlock + r)] = valid ? kquant_scale(block, j) : 0.0f;
+      for (int k = 0; k < kQ8Block; ++k)
         p.q[grad_index(b - b0, r, k)] =
-            valid ? static_cast<uint8_t>(((block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8) : 0;
+            !valid ? 0
+            : q5   ? static_cast<uint8_t>(q5k_quant(block, j, k) - 16)
+                   : static_cast<uint8_t>(((block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8);
     }
   }
   normalize_grad_scales(p);
 }
 
 void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
-  if (m.type == QType::Q4_K) return pack_grad_q4k_tiles_scalar(m, rb, b0, b1, p);
+  if (int8_has_offsets(m.type)) return pack_grad_kquant_tiles_scalar(m, rb, b0, b1, p);
   p.kind = tile_kind(m);
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
@@ -176,7 +183,7 @@ void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t l
 
 }  // namespace
 
-Q4KBlockScales q4k_block_scales(const uint8_t* block) {
+KQuantBlockScales kquant_block_scales(const uint8_t* block, float mid) {
   uint16_t d16, dmin16;  // (the block's first bytes: d, dmin, then the scales and mins)
   std::memcpy(&d16, block, 2);
   std::memcpy(&dmin16, block + 2, 2);
@@ -192,21 +199,23 @@ Q4KBlockScales q4k_block_scales(const uint8_t* block) {
   uint8_t sc[8], mn[8];
   std::memcpy(sc, sc_words, sizeof sc);
   std::memcpy(mn, mn_words, sizeof mn);
-  Q4KBlockScales out;
+  KQuantBlockScales out;
   for (int j = 0; j < 8; ++j) {
-    // d sc and dmin mn are exact (11-bit by 6-bit), so however a compiler fuses the
-    // subtraction, c is 8 s - o rounded once.
+    // d sc and dmin mn are exact (11-bit by 6-bit), and so is mid s (mid a power of two),
+    // so however a compiler fuses the subtraction, c is mid s - o rounded once.
     out.s[j] = d * static_cast<float>(sc[j]);
-    out.c[j] = 8.0f * out.s[j] - dmin * static_cast<float>(mn[j]);
+    out.c[j] = mid * out.s[j] - dmin * static_cast<float>(mn[j]);
   }
   return out;
 }
 
-void q4k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p) {
+void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g);
   const uint8_t* tile = m.tile(g, sb);
+  const float mid = kquant_mid(m.type);
   for (int64_t i = 0; i < 8; ++i) {
-    const Q4KBlockScales sc = i < nr ? q4k_block_scales(tile + static_cast<size_t>(i) * m.block_bytes) : Q4KBlockScales{};
+    const KQuantBlockScales sc =
+        i < nr ? kquant_block_scales(tile + static_cast<size_t>(i) * m.block_bytes, mid) : KQuantBlockScales{};
     for (int64_t j = 0; j < 8; ++j) {
       p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
       p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];

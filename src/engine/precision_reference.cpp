@@ -14,13 +14,13 @@
 namespace nl::engine {
 namespace {
 
-// W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K quants and scales as stored (Q4_K's
-// with its offsets c), other types dequantized and requantized (kernels_int8.h).
+// W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K/Q5_K quants and scales as stored (the
+// K-quants' with their offsets c), other types dequantized and requantized (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
   std::vector<float> d;   // rows x blocks
-  std::vector<float> c;   // rows x blocks: Q4_K's offsets, else empty
+  std::vector<float> c;   // rows x blocks: Q4_K/Q5_K's offsets, else empty
   int w(int64_t r, int64_t c) const { return q[static_cast<size_t>(r * blocks * kQ8Block + c)]; }
   float scale(int64_t r, int64_t b) const { return d[static_cast<size_t>(r * blocks + b)]; }
 };
@@ -31,24 +31,26 @@ Int8Weights int8_weights(const TensorView& W) {
   iw.blocks = (W.cols() + kQ8Block - 1) / kQ8Block;
   iw.q.assign(static_cast<size_t>(iw.rows * iw.blocks * kQ8Block), 0);
   iw.d.assign(static_cast<size_t>(iw.rows * iw.blocks), 0.0f);
-  const bool q4k = W.type == QType::Q4_K;
-  if (q4k) iw.c.assign(iw.d.size(), 0.0f);
+  const bool offsets = int8_has_offsets(W.type);
+  if (offsets) iw.c.assign(iw.d.size(), 0.0f);
   std::vector<float> row(static_cast<size_t>(W.cols()));
   std::vector<int32_t> sums(static_cast<size_t>(iw.blocks));
   for (int64_t r = 0; r < iw.rows; ++r) {
     int8_t* q = &iw.q[static_cast<size_t>(r * iw.blocks * kQ8Block)];
     float* d = &iw.d[static_cast<size_t>(r * iw.blocks)];
-    if (q4k) {  // w = s (u - 8) + c per sub-block of 32
+    if (offsets) {  // w = s (u - mid) + c per sub-block of 32
+      const bool q5 = W.type == QType::Q5_K;
+      const size_t block_bytes = q5 ? 176 : 144;
       for (int64_t sb = 0; sb * 8 < iw.blocks; ++sb) {
-        const uint8_t* blk = W.row(r) + static_cast<size_t>(sb) * 144;
-        const Q4KBlockScales sc = q4k_block_scales(blk);
-        const uint8_t* qs = blk + 16;
-        for (int64_t j = 0; j < 8; ++j) {
+        const uint8_t* blk = W.row(r) + static_cast<size_t>(sb) * block_bytes;
+        const KQuantBlockScales sc = kquant_block_scales(blk, kquant_mid(W.type));
+        for (int j = 0; j < 8; ++j) {
           const int64_t b = sb * 8 + j;
           d[b] = sc.s[j];
           iw.c[static_cast<size_t>(r * iw.blocks + b)] = sc.c[j];
-          for (int64_t k = 0; k < 32; ++k)
-            q[b * 32 + k] = static_cast<int8_t>(((qs[32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8);
+          for (int k = 0; k < 32; ++k)
+            q[b * 32 + k] = static_cast<int8_t>(
+                q5 ? q5k_quant(blk, j, k) - 16 : ((blk[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8);
         }
       }
     } else if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {
@@ -86,7 +88,7 @@ void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
         for (int64_t j = 0; j < kQ8Block; ++j) isum += iw.w(r, b * kQ8Block + j) * qx[static_cast<size_t>(b * 32 + j)];
         acc = std::fma(static_cast<float>(isum), iw.scale(r, b) * dx[static_cast<size_t>(b)], acc);
       }
-      if (!iw.c.empty()) {  // Q4_K's offsets
+      if (!iw.c.empty()) {  // Q4_K/Q5_K's offsets
         float corr = 0.0f;
         for (int64_t b = 0; b < nb; ++b)
           corr = std::fma(iw.c[static_cast<size_t>(r * nb + b)],
@@ -123,7 +125,7 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
         }
       }
     }
-  if (!iw.c.empty())  // Q4_K's offsets, after the integer product
+  if (!iw.c.empty())  // Q4_K/Q5_K's offsets, after the integer product
     for (int64_t t = 0; t < T; ++t)
       for (int64_t b = 0; b < iw.blocks; ++b) {
         float g = 0.0f;

@@ -78,11 +78,13 @@ size_t vector_bytes(const ModelConfig& c) {
   return static_cast<size_t>(n) * sizeof(float);
 }
 
-// Whether any matrix the engine serves is Q4_K (its int8 products stage offsets as well).
-bool serves_q4k(const Model& m) {
-  bool any = (m.weights.output.present() ? m.weights.output : m.weights.tok_embd).type == QType::Q4_K;
+// Whether any matrix the engine serves is Q4_K or Q5_K (their int8 products stage offsets as
+// well).
+bool serves_int8_offsets(const Model& m) {
+  const auto has_offsets = [](QType t) { return t == QType::Q4_K || t == QType::Q5_K; };  // engine::int8_has_offsets
+  bool any = has_offsets((m.weights.output.present() ? m.weights.output : m.weights.tok_embd).type);
   for (const LayerWeights& l : m.weights.layers)
-    for (int p = 0; p < kNumProj; ++p) any = any || l.proj(static_cast<Proj>(p)).type == QType::Q4_K;
+    for (int p = 0; p < kNumProj; ++p) any = any || has_offsets(l.proj(static_cast<Proj>(p)).type);
   return any;
 }
 
@@ -90,18 +92,18 @@ bool serves_q4k(const Model& m) {
 // buffer of quantized input rows (per 32 values: 32 int8, a scale and a sum) and one of
 // int16 output-gradient rows (and a float per 64 rows), each grown to its largest product:
 // the widest projection at T tokens, or the output head at the loss chunk's C tokens. With
-// Q4_K weights (q4k), a float more per input block (the forward's offset factors z) and
-// the input gradient's offset sums G (a float per token and column block).
-size_t int8_staging_bytes(const ModelConfig& c, int64_t T, int64_t C, bool q4k) {
+// Q4_K/Q5_K weights (offsets), a float more per input block (the forward's offset factors z)
+// and the input gradient's offset sums G (a float per token and column block).
+size_t int8_staging_bytes(const ModelConfig& c, int64_t T, int64_t C, bool offsets) {
   const int64_t max_cols = std::max({c.d_model, c.q_dim(), c.d_ff});
   const int64_t max_rows = std::max({c.q_dim(), c.kv_dim(), c.d_model, c.d_ff});
-  const int64_t block_bytes = 32 + 4 + 4 + (q4k ? 4 : 0);
+  const int64_t block_bytes = 32 + 4 + 4 + (offsets ? 4 : 0);
   auto fwd = [&](int64_t tokens, int64_t cols) { return tokens * ((cols + 31) / 32) * block_bytes; };
   auto grad = [](int64_t tokens, int64_t rows) { return tokens * ((rows + 63) / 64 * 64 * 2 + (rows + 63) / 64 * 4); };
-  auto offsets = [&](int64_t tokens, int64_t cols) { return q4k ? tokens * ((cols + 31) / 32) * 4 : 0; };
+  auto offset_sums = [&](int64_t tokens, int64_t cols) { return offsets ? tokens * ((cols + 31) / 32) * 4 : 0; };
   return static_cast<size_t>(std::max(fwd(T, max_cols), fwd(C, c.d_model)) +
                              std::max(grad(T, max_rows), grad(C, c.vocab)) +
-                             std::max(offsets(T, max_cols), offsets(C, c.d_model)));
+                             std::max(offset_sums(T, max_cols), offset_sums(C, c.d_model)));
 }
 
 }  // namespace
@@ -192,7 +194,7 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   const size_t save_piece = std::min(kCheckpointSavePieceBytes, state_bytes);
   const size_t adapter_copies = req.keeps_best_adapter ? param_bytes * 2 : req.saves_checkpoints ? param_bytes : 0;
   p.checkpoint_bytes = (req.rollback_copy ? state_bytes : 0) + (req.saves_checkpoints ? save_piece : 0) + adapter_copies;
-  if (req.int8_products) p.staging_bytes = int8_staging_bytes(c, req.max_tokens, std::min(req.loss_chunk, req.max_tokens), serves_q4k(model));
+  if (req.int8_products) p.staging_bytes = int8_staging_bytes(c, req.max_tokens, std::min(req.loss_chunk, req.max_tokens), serves_int8_offsets(model));
   p.runtime_measured = req.resident_bytes > 0;
   p.runtime_bytes = p.runtime_measured ? req.resident_bytes + kRuntimeGrowthBytes : kRuntimeAllowanceBytes;
   if (req.calibration_tokens > 0) {

@@ -182,23 +182,28 @@ INSTANTIATE_TEST_SUITE_P(
                       // Q4_K input-gradient offsets over 3 slabs of rows and 3 super-blocks
                       PrecisionCase{QType::Q4_K, 300, 768, 9},
                       PrecisionCase{QType::Q5_K, 24, 512, 5},
+                      // Q5_K's offsets over 3 slabs of rows and 3 super-blocks, as Q4_K's
+                      PrecisionCase{QType::Q5_K, 300, 768, 9},
                       PrecisionCase{QType::Q6_K, 24, 256, 4}),
     [](const ::testing::TestParamInfo<PrecisionCase>& i) {
       return std::string(nl::qtype_info(i.param.type).name) + "_" + std::to_string(i.param.rows) + "x" +
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
     });
 
-// Q4_K's int8 forward product takes the weights as stored (kernels_int8.h: s (q - 8) plus
-// the offsets), so against the dequantized weights times the quantized activations it
-// differs by f32 rounding only; requantizing the weights to int8 would add ~1e-3.
-TEST(PrecisionInt8, Q4KForwardUsesTheStoredWeights) {
+// Q4_K's and Q5_K's int8 forward products take the weights as stored (kernels_int8.h:
+// s (q - 8) or s (q - 16) plus the offsets), so against the dequantized weights times the
+// quantized activations they differ by f32 rounding only; requantizing the weights to int8
+// would add ~1e-3.
+class KQuantInt8 : public ::testing::TestWithParam<QType> {};
+TEST_P(KQuantInt8, ForwardUsesTheStoredWeights) {
+  const QType type = GetParam();
   const int64_t rows = 40, cols = 512, T = 7, nb = cols / 32;
-  PrecisionModel mm(QType::Q4_K, rows, cols, 12);
+  PrecisionModel mm(type, rows, cols, 12);
   const std::vector<float> X = random_vec(static_cast<size_t>(T * cols), 13);
   std::vector<float> Y(static_cast<size_t>(T * rows));
   nl::engine::reference_forward_precision(mm.w(), X.data(), T, Y.data(), Precision::Int8);
   std::vector<float> w(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) nl::dequantize_row(QType::Q4_K, mm.w().row(r), w.data() + r * cols, cols);
+  for (int64_t r = 0; r < rows; ++r) nl::dequantize_row(type, mm.w().row(r), w.data() + r * cols, cols);
   std::vector<int8_t> q(static_cast<size_t>(cols));
   std::vector<float> d(static_cast<size_t>(nb));
   std::vector<int32_t> sum(static_cast<size_t>(nb));
@@ -215,9 +220,11 @@ TEST(PrecisionInt8, Q4KForwardUsesTheStoredWeights) {
       worst = std::max(worst, std::fabs(Y[static_cast<size_t>(t * rows + r)] - want) / scale);
     }
   }
-  std::printf("[q4_K int8] worst |int8 - exact| / sum|w x| = %.2e\n", worst);
+  std::printf("[%s int8] worst |int8 - exact| / sum|w x| = %.2e\n", nl::qtype_info(type).name, worst);
   EXPECT_LT(worst, 1e-5);
 }
+INSTANTIATE_TEST_SUITE_P(Types, KQuantInt8, ::testing::Values(QType::Q4_K, QType::Q5_K),
+                         [](const ::testing::TestParamInfo<QType>& i) { return std::string(nl::qtype_info(i.param).name); });
 
 // Rows of 1e6 (f16 overflow: max 65504) and 1e-8 (below half of f16's smallest subnormal,
 // 6e-8: zero) through the f16 mode: outputs finite and as close to f32 as any other row.
@@ -270,18 +277,19 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
   }
 }
 
-// The engine offers int8 as cheaper than f32 for Q4_0 and Q8_0 weights (whose quants it uses
-// as stored) on every CPU, but for Q8_0 not on an arm64 one without the dot-product
-// extension, where the widening int8 kernels execute more instructions than the f32 ones
-// (the arm64 tests run under qemu both ways: -cpu max and -cpu cortex-a53).
-TEST(PrecisionInt8, OfferedForStoredQuantsExceptQ8_0OnArm64WithoutDotprod) {
+// The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K and Q5_K weights (whose
+// quants it uses as stored) on every CPU, but for the signed panels (Q8_0, Q5_K) not on an
+// arm64 one without the dot-product extension, where the widening int8 kernels execute more
+// instructions than the f32 ones (the arm64 tests run under qemu both ways: -cpu max and
+// -cpu cortex-a53).
+TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
   bool dotprod = true;
 #if defined(__aarch64__)
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K}) {
+  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K}) {
     PrecisionModel mm(type, 32, 256, 13);
-    const bool cheaper = type != QType::Q8_0 || dotprod;
+    const bool cheaper = (type != QType::Q8_0 && type != QType::Q5_K) || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
               cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})

@@ -211,7 +211,7 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       if (p0.kind == nl::engine::Int8Kind::Signed) {
         ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + nb * 8, p1.wsum.begin())) << "weight sums, group " << g;
       }
-      ASSERT_EQ(p0.has_offsets, s.type == QType::Q4_K);
+      ASSERT_EQ(p0.has_offsets, nl::engine::int8_has_offsets(s.type));
       ASSERT_EQ(p1.has_offsets, p0.has_offsets);
       if (p0.has_offsets) {
         ASSERT_TRUE(std::equal(p0.offset.begin(), p0.offset.begin() + nb * 8, p1.offset.begin())) << "offsets, group " << g;
@@ -255,9 +255,9 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       k->forward_quad(q.data(), d.data(), sum.data(), nb * 32, T, pp, nr3, y1.data(), 32);
       EXPECT_EQ(y1, y0) << "forward quad, groups " << g << " to " << g + 3;
     }
-    // Q4_K's offsets for 2 to 4 row groups at once (the last may be partial), as the scalar
-    // set adds them one group at a time.
-    for (int64_t np = 2; s.type == QType::Q4_K && np <= 4; ++np)
+    // Q4_K/Q5_K's offsets for 2 to 4 row groups at once (the last may be partial), as the
+    // scalar set adds them one group at a time.
+    for (int64_t np = 2; nl::engine::int8_has_offsets(s.type) && np <= 4; ++np)
       for (int64_t g = 0; g + np - 1 < w.tiles.n_groups(); ++g) {
         ForwardPanel p[4];
         for (int64_t i = 0; i < np; ++i) ref.pack_forward_tiles(w.tiles, g + i, p[i]);
@@ -322,7 +322,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                            // more column blocks than the AVX2 input grad's pass of 8
                                            Int8Shape{QType::Q4_0, 40, 352}, Int8Shape{QType::Q8_0, 33, 320},
                                            // Q4_K: whole and partial row groups, 1 and 2 super-blocks
-                                           Int8Shape{QType::Q4_K, 64, 256}, Int8Shape{QType::Q4_K, 37, 512}),
+                                           Int8Shape{QType::Q4_K, 64, 256}, Int8Shape{QType::Q4_K, 37, 512},
+                                           // Q5_K (signed panels with offsets): the same
+                                           Int8Shape{QType::Q5_K, 64, 256}, Int8Shape{QType::Q5_K, 37, 512}),
                          [](const ::testing::TestParamInfo<Int8Shape>& i) {
                            return std::string(nl::qtype_info(i.param.type).name) + "_" +
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
