@@ -7,8 +7,8 @@
 // dmin mn exact in f32), which is Q4_0's form s (q - 8) plus a per-(row, block) offset
 // c = 8 s - o (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do,
 // with scales s. Q5_K's (q in 0..31) is s (q - 16) plus c = 16 s - o: its panels hold the
-// values q - 16 as signed bytes (Signed panels, as Q8_0's: 5-bit values would overflow the
-// nibble kernels' int16 sums). The offsets enter as f32 chains of fused multiply-adds from 0
+// values q - 16 as signed bytes (Signed5 panels: 5-bit values would overflow the nibble
+// kernels' int16 sums of 8 chunks). The offsets enter as f32 chains of fused multiply-adds from 0
 // after the integer products (in increasing order of the reduced index):
 //   forward     Y[t,r]  += sum over b of c[r,b] z[t,b],  z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
 //               (ForwardPanel::offset, add_forward_offsets)
@@ -88,8 +88,12 @@ inline constexpr int64_t kGradRowBlock = 64;  // rows per input-gradient reducti
 inline constexpr int64_t kGradChunks = kGradRowBlock / 4;  // 4-row chunks per column group
 inline constexpr int64_t kGradPanelBlockBytes = 4 * kGradChunks * 32;  // per column block
 
-// How a panel's weight bytes read: unsigned Q4_0 nibbles (value u - 8) or signed int8.
-enum class Int8Kind : uint8_t { Nibble, Signed };
+// How a panel's weight bytes read: unsigned Q4_0 nibbles (value u - 8), signed int8, or
+// signed int8 within [-16, 15] (Signed5: Q5_K's q - 16). Signed5 panels are signed ones to
+// every set; without VNNI the AVX2 kernels take them as they take Q4_0's nibbles, biased by
+// 16, summing 4 chunks in int16 where nibbles sum 8.
+enum class Int8Kind : uint8_t { Nibble, Signed, Signed5 };
+inline bool is_signed(Int8Kind k) { return k != Int8Kind::Nibble; }
 
 struct ForwardPanel {
   Int8Kind kind = Int8Kind::Signed;
@@ -150,7 +154,7 @@ inline uint8_t q5k_quant(const uint8_t* block, int j, int k) {
 void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
 
 struct GradPanel {
-  Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes
+  Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes; Signed5: Q5_K's
   int64_t blocks = 0;
   std::vector<uint8_t> q;    // blocks x 4 column groups x 16 chunks x 8 columns x 4 bytes
   std::vector<float> rho;    // blocks x 64 rows: dw[r,b] / m[b] (padded rows: 0)

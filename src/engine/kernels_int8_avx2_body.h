@@ -274,11 +274,11 @@ inline __m128i q5k_values(__m128i raw, __m128i qh, int j) {
   return _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(bit, 4)), sixteen);
 }
 
-// A Q5_K row group: each sub-block's values q - 16 (signed panels), 16 columns of the 8 rows
+// A Q5_K row group: each sub-block's values q - 16 (Signed5 panels), 16 columns of the 8 rows
 // at a time moved with the dword transposes of Q8_0's.
 void pack_forward_q5k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Signed;
+  p.kind = Int8Kind::Signed5;
   p.has_offsets = true;
   p.resize(nb);
   p.resize_offsets(nb);
@@ -486,7 +486,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
   if (m.type == QType::Q4_K || m.type == QType::Q5_K) {
     const bool q5 = m.type == QType::Q5_K;
-    p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
+    p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
     p.resize(b1 - b0);
     if (q5)
       full ? pack_grad_kquant_tiles_kind<true, true>(m, rb, b0, b1, p)
@@ -646,7 +646,8 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
 // ones), stored so or, with kFlip (VNNI), flipped after the broadcast.
 // The sums start from start0 and start1 (zero by default). kChunks as dot_tokens's (more
 // than 8 only with VNNI: without it the int16 pair sums hold 8 chunks).
-template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8>
+// kBias16: 16 is added to every weight byte after the load (Signed5 panels without VNNI).
+template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8, bool kBias16 = false>
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT], __m256i start0 = _mm256_setzero_si256(),
                                    __m256i start1 = _mm256_setzero_si256()) {
@@ -658,7 +659,11 @@ inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const i
   }
 #pragma GCC unroll 16
   for (int c = 0; c < kChunks; ++c) {
-    const __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
+    __m256i a = _mm256_loadu_si256(w0 + c), b = _mm256_loadu_si256(w1 + c);
+    if constexpr (kBias16) {
+      a = _mm256_add_epi8(a, _mm256_set1_epi8(16));
+      b = _mm256_add_epi8(b, _mm256_set1_epi8(16));
+    }
     const int64_t xc_at = 4 * c;
 #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) {
@@ -740,8 +745,29 @@ void forward_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_tokens<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
 }
 
+void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
+                       const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
+
 void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
                   int64_t nr, float* Y, int64_t ldy) {
+  if (!NL_INT8_VNNI && p.kind == Int8Kind::Signed5) {
+    // (The pair kernel with no rows of the second panel stored: one row group's work twice,
+    // only for a matrix's odd last group.)
+    if (nr == 8) {
+      forward_pair_avx2(q, d, sum, ldq, nt, p, p, 0, Y, ldy);
+      return;
+    }
+    const int64_t blocks = ldq / kQ8Block;
+    constexpr int64_t kTokens = 16;
+    float tmp[kTokens * 16];
+    for (int64_t t0 = 0; t0 < nt; t0 += kTokens) {
+      const int64_t n = std::min(kTokens, nt - t0);
+      forward_pair_avx2(q + t0 * ldq, d + t0 * blocks, sum + t0 * blocks, ldq, n, p, p, 0, tmp, 16);
+      for (int64_t t = 0; t < n; ++t)
+        std::memcpy(Y + (t0 + t) * ldy, tmp + t * 16, static_cast<size_t>(nr) * sizeof(float));
+    }
+    return;
+  }
   if (p.kind == Int8Kind::Nibble)
     forward_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p, nr, Y, ldy);
   else
@@ -840,6 +866,46 @@ inline void forward_tokens_pair512(const int8_t* q, const float* d, const int32_
 }
 #endif
 
+#if !NL_INT8_VNNI
+// Two Signed5 panels (Q5_K's values v = q - 16) without VNNI, as forward_tokens_pair takes
+// nibbles: u = v + 16 in [0, 31] against the signed activations, sum v q = sum u q - 16 sum q,
+// each activation broadcast shared by both panels. Pairs of products reach 2 x 31 x 128, so
+// the int16 sums hold 4 chunks (not 8): each block's are widened twice. Two tokens at a time
+// (with three the int32 sums of the first half spill).
+template <int NT>
+inline void forward_tokens_pair5(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                 const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p0.blocks; ++b) {
+    const __m256i* w0 = reinterpret_cast<const __m256i*>(p0.q.data() + b * 256);
+    const __m256i* w1 = reinterpret_cast<const __m256i*>(p1.q.data() + b * 256);
+    __m256i s0[NT], s1[NT], h0[NT], h1[NT];
+    dot_tokens_column_pair<NT, false, false, 4, true>(w0, w1, q + b * kQ8Block, ldq, s0, s1);
+    for (int t = 0; t < NT; ++t) {
+      s0[t] = _mm256_madd_epi16(s0[t], ones);
+      s1[t] = _mm256_madd_epi16(s1[t], ones);
+    }
+    dot_tokens_column_pair<NT, false, false, 4, true>(w0 + 4, w1 + 4, q + b * kQ8Block + 16, ldq, h0, h1);
+    const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
+      const __m256i offset = _mm256_set1_epi32(16 * sum[t * blocks + b]);
+      const __m256i isum0 = _mm256_sub_epi32(_mm256_add_epi32(s0[t], _mm256_madd_epi16(h0[t], ones)), offset);
+      const __m256i isum1 = _mm256_sub_epi32(_mm256_add_epi32(s1[t], _mm256_madd_epi16(h1[t], ones)), offset);
+      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum0), _mm256_mul_ps(dw0, dx), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum1), _mm256_mul_ps(dw1, dx), acc1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    _mm256_storeu_ps(Y + t * ldy, acc0[t]);
+    store_rows(Y + t * ldy + 8, acc1[t], nr1);
+  }
+}
+#endif
+
 template <Int8Kind K>
 void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
@@ -869,10 +935,20 @@ void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int6
     return;
   }
   if constexpr (kUnsignedActivations) {
-    if (p0.kind == Int8Kind::Signed && p1.kind == Int8Kind::Signed) {
+    if (is_signed(p0.kind) && is_signed(p1.kind)) {  // (Signed5 panels are signed ones to vpdpbusd)
       forward_pair_kind<Int8Kind::Signed>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
       return;
     }
+  } else if (p0.kind == Int8Kind::Signed5 && p1.kind == Int8Kind::Signed5) {
+#if !NL_INT8_VNNI
+    const int64_t blocks = ldq / kQ8Block;
+    int64_t t = 0;
+    for (; t + 2 <= nt; t += 2)
+      forward_tokens_pair5<2>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+    for (; t < nt; ++t)
+      forward_tokens_pair5<1>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+    return;
+#endif
   }
   forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);  // (sign operations not shared)
 }
@@ -994,7 +1070,9 @@ inline constexpr bool kUnsignedGradActivations = K == Int8Kind::Nibble || kUnsig
 // columns below n. Each weight chunk is loaded once and used for the NT tokens, whose
 // activation chunks are broadcast from the pass (as the forward kernel does). Per output the
 // arithmetic is the definition's, in its order: bit-identical to scalar.
-template <int NT, Int8Kind K, GradStart S>
+// kRun: without VNNI, the chunks summed in int16 before each widening (8 of Q4_0's values,
+// 4 of Signed5 panels': 4 x 2 x 255 x 16 < 2^15).
+template <int NT, Int8Kind K, GradStart S, int kRun = 8>
 inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb, int64_t n,
                                const float* A, int64_t lda, float* D, int64_t ldd) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -1012,15 +1090,15 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
         dot_tokens_column_pair<NT, true, false, kGradChunks>(w0, w1, x, ldx, part0, part1,
                                                              _mm256_sub_epi32(zero, pass.colsum[b][cg]),
                                                              _mm256_sub_epi32(zero, pass.colsum[b][cg + 1]));
-#else  // the int16 pair sums hold 8 chunks: per 8, widened into the int32 sums
-        dot_tokens_column_pair<NT, true>(w0, w1, x, ldx, part0, part1);
+#else  // the int16 pair sums hold kRun chunks: per kRun, widened into the int32 sums
+        dot_tokens_column_pair<NT, true, false, kRun>(w0, w1, x, ldx, part0, part1);
         for (int i = 0; i < NT; ++i) {
           part0[i] = unsigned_sums(part0[i], pass.colsum[b][cg]);
           part1[i] = unsigned_sums(part1[i], pass.colsum[b][cg + 1]);
         }
-        for (int h = 8; h < kGradChunks; h += 8) {
+        for (int h = kRun; h < kGradChunks; h += kRun) {
           __m256i more0[NT], more1[NT];
-          dot_tokens_column_pair<NT, true>(w0 + h, w1 + h, x + 4 * h, ldx, more0, more1);
+          dot_tokens_column_pair<NT, true, false, kRun>(w0 + h, w1 + h, x + 4 * h, ldx, more0, more1);
           const __m256i ones = _mm256_set1_epi16(1);
           for (int i = 0; i < NT; ++i) {
             part0[i] = _mm256_add_epi32(part0[i], _mm256_madd_epi16(more0[i], ones));
@@ -1118,7 +1196,7 @@ inline void requantize_grad_chunk(const int16_t* Y, int64_t ldg, const float* ey
                                                        pass.e[i]);
   }
 }
-template <Int8Kind K, GradStart S>
+template <Int8Kind K, GradStart S, int kRun>
 __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t ct, const GradPanel& p, int64_t b0,
                                                    int64_t nb, int64_t n, const float* A, int64_t lda, float* D,
                                                    int64_t ldd) {
@@ -1132,8 +1210,8 @@ __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t
   return;
 #endif
   for (; i + 4 <= ct; i += 4)
-    grad_pass_products<4, K, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
-  for (; i < ct; ++i) grad_pass_products<1, K, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+    grad_pass_products<4, K, S, kRun>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  for (; i < ct; ++i) grad_pass_products<1, K, S, kRun>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
 }
 
 // One row block, in two phases per chunk of tokens and pass of column blocks: first every
@@ -1143,7 +1221,7 @@ __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t
 // with and without VNNI). On Zen 3 (256 tokens x 256 columns, Q4_0) the requantization
 // takes an eighth of the kernel's time. The passes are the outer loop, so each pass's ratios
 // and column sums are prepared once for all the chunks (they depend on the panel alone).
-template <Int8Kind K>
+template <Int8Kind K, int kRun = 8>
 void input_grad_kind(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                      int64_t n, const GradOut& out) {
   GradPass pass;
@@ -1155,11 +1233,11 @@ void input_grad_kind(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
       requantize_grad_chunk<K>(Y + t0 * ldg, ldg, ey + t0 * lds, lds, ct, p, b0, nb, pass);
       const GradOut o = out.from_token(t0);
       if (!o.acc)
-        grad_chunk_products<K, GradStart::Zero>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::Zero, kRun>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
       else if (o.acc == o.D && o.lda == o.ldd)
-        grad_chunk_products<K, GradStart::InPlace>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::InPlace, kRun>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
       else
-        grad_chunk_products<K, GradStart::Apart>(pass, ct, p, b0, nb, n, o.acc, o.lda, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::Apart, kRun>(pass, ct, p, b0, nb, n, o.acc, o.lda, o.D, o.ldd);
     }
   }
 }
@@ -1168,6 +1246,8 @@ void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
                      int64_t n, const GradOut& out) {
   if (p.kind == Int8Kind::Nibble)
     input_grad_kind<Int8Kind::Nibble>(Y, ldg, ey, lds, nt, p, n, out);
+  else if (!NL_INT8_VNNI && p.kind == Int8Kind::Signed5)  // small signed values, as Q4_0's (kRun)
+    input_grad_kind<Int8Kind::Nibble, 4>(Y, ldg, ey, lds, nt, p, n, out);
   else
     input_grad_kind<Int8Kind::Signed>(Y, ldg, ey, lds, nt, p, n, out);
 }

@@ -108,8 +108,11 @@ void forward_quad_kind(const int8_t* q, const float* d, const int32_t* sum, int6
 
 void forward_quad512(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                      const ForwardPanel* const p[4], int64_t nr3, float* Y, int64_t ldy) {
-  const auto all = [&](Int8Kind k) { return p[0]->kind == k && p[1]->kind == k && p[2]->kind == k && p[3]->kind == k; };
-  if (!all(Int8Kind::Nibble) && !all(Int8Kind::Signed)) {  // (mixed kinds: not made by one matrix)
+  const auto nibbles = [&](bool n) {  // (Signed5 panels are signed ones to vpdpbusd)
+    return (p[0]->kind == Int8Kind::Nibble) == n && (p[1]->kind == Int8Kind::Nibble) == n &&
+           (p[2]->kind == Int8Kind::Nibble) == n && (p[3]->kind == Int8Kind::Nibble) == n;
+  };
+  if (!nibbles(true) && !nibbles(false)) {  // (mixed kinds: not made by one matrix)
     forward_pair_avx2(q, d, sum, ldq, nt, *p[0], *p[1], 8, Y, ldy);
     forward_pair_avx2(q, d, sum, ldq, nt, *p[2], *p[3], nr3, Y + 16, ldy);
     return;

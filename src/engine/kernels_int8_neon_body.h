@@ -457,10 +457,10 @@ inline uint8x16_t q5k_values(const uint8_t* nibbles, const uint8_t* qh, int j) {
   return vsubq_u8(vorrq_u8(nib, bit), vdupq_n_u8(16));
 }
 
-// A Q5_K row group: each sub-block's values q - 16 (signed panels) and their sums (wsum).
+// A Q5_K row group: each sub-block's values q - 16 (Signed5 panels) and their sums (wsum).
 void pack_forward_q5k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Signed;
+  p.kind = Int8Kind::Signed5;
   p.has_offsets = true;
   p.resize(nb);
   p.resize_offsets(nb);
@@ -602,7 +602,7 @@ void pack_grad_kquant_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, i
 
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble : m.type == QType::Q5_K ? Int8Kind::Signed5 : Int8Kind::Signed;
   p.resize(b1 - b0);
   if (m.type == QType::Q4_K || m.type == QType::Q5_K)
     pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);

@@ -62,7 +62,7 @@ void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t
 void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
   const bool q5 = m.type == QType::Q5_K;
-  p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
+  p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
   p.has_offsets = true;
   p.resize(nb);
   p.resize_offsets(nb);
@@ -101,7 +101,7 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
 // scales s (the offsets are grad_offset_sums').
 void pack_grad_kquant_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q5 = m.type == QType::Q5_K;
-  p.kind = q5 ? Int8Kind::Signed : Int8Kind::Nibble;
+  p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
     const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;

@@ -208,7 +208,7 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       ASSERT_EQ(p0.kind, p1.kind);
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + nb * 256, p1.q.begin())) << "forward panel, group " << g;
       ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + nb * 8, p1.d.begin())) << "forward scales, group " << g;
-      if (p0.kind == nl::engine::Int8Kind::Signed) {
+      if (nl::engine::is_signed(p0.kind)) {
         ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + nb * 8, p1.wsum.begin())) << "weight sums, group " << g;
       }
       ASSERT_EQ(p0.has_offsets, nl::engine::int8_has_offsets(s.type));
