@@ -430,6 +430,65 @@ TEST(Int8Kernels, InputGradSumsAtTheIntegerBounds) {
   }
 }
 
+// Q5_K's Signed5 panels at the bounds of the plain AVX2 kernels' int16 sums of 4 chunks:
+// every q 31 (value 15, biased 31) against activations -128 or 127 in the forward (pairs of
+// 2 x 31 x 128), every q 0 (value -16) against requantized dY of 127 (unsigned 255) in the
+// input gradient (pairs of 2 x 255 x 16). Every scale 1, every min 0. Every set gives the
+// scalar bits.
+TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
+  constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
+  for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+    SCOPED_TRACE(fill == 0xFF ? "q = 31" : "q = 0");
+    const Tiled w(QType::Q5_K, RB, cols, 9);
+    nl::engine::TiledMatrix tiles = w.tiles;
+    for (int64_t g = 0; g < tiles.n_groups(); ++g)
+      for (int64_t i = 0; i < tiles.group_rows(g); ++i) {
+        uint8_t* block = const_cast<uint8_t*>(tiles.tile(g, 0)) + static_cast<size_t>(i) * tiles.block_bytes;
+        const uint16_t one = 0x3C00, zero = 0;  // d = 1, dmin = 0
+        std::memcpy(block, &one, 2);
+        std::memcpy(block + 2, &zero, 2);
+        const uint8_t scales[12] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1};  // every scale 1, min 0
+        std::memcpy(block + 4, scales, sizeof scales);
+        std::memset(block + 16, fill, 32 + 128);  // qh and the nibbles
+      }
+    const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+    const int64_t T = 6, nb = cols / 32;
+    std::vector<int8_t> q(static_cast<size_t>(T * cols));
+    std::vector<float> d(static_cast<size_t>(T * nb), 0.5f);
+    std::vector<int32_t> sum(d.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t v = t % 2 == 0 ? -128 : 127;
+        std::fill_n(q.begin() + t * cols + b * 32, 32, v);
+        sum[static_cast<size_t>(t * nb + b)] = 32 * v;
+      }
+    ForwardPanel p0, p1;
+    ref.pack_forward_tiles(tiles, 0, p0);
+    ref.pack_forward_tiles(tiles, 1, p1);
+    ASSERT_EQ(p0.kind, nl::engine::Int8Kind::Signed5);
+    std::vector<float> y0(static_cast<size_t>(T * 16), -1.0f);
+    ref.forward_pair(q.data(), d.data(), sum.data(), cols, T, p0, p1, 8, y0.data(), 16);
+    const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
+    std::vector<float> ey(static_cast<size_t>(T));
+    std::vector<int16_t> y16(static_cast<size_t>(T * RB));
+    for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
+    GradPanel gp;
+    ref.pack_grad_tiles(tiles, 0, 0, nb, gp);
+    std::vector<float> d0(static_cast<size_t>(T * cols), -1.0f);
+    ref.input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d0.data(), cols});
+    EXPECT_NEAR(d0[0], 64.0f * 0.25f * (fill == 0xFF ? 15.0f : -16.0f), 1e-3f) << "the bound's sum, scaled back";
+    for (const Int8Kernels* k : simd_sets()) {
+      SCOPED_TRACE(k->isa);
+      std::vector<float> y1(y0.size(), -1.0f);
+      k->forward_pair(q.data(), d.data(), sum.data(), cols, T, p0, p1, 8, y1.data(), 16);
+      EXPECT_EQ(y1, y0) << "forward";
+      std::vector<float> d1(d0.size(), -1.0f);
+      k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d1.data(), cols});
+      EXPECT_EQ(d1, d0) << "input gradient";
+    }
+  }
+}
+
 // Equal floats, or NaN both (a NaN's payload may differ between conversions).
 bool same_floats(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
