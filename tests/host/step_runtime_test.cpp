@@ -201,13 +201,15 @@ TEST(StepRuntime, WarmStepsAllocateNothing) {
   }
 }
 
-// The same for Q4_K weights in int8, whose products stage more (the forward's offset factors,
-// the input gradient's offset sums and its per-thread slab of offsets): sized from the plan
-// too, not grown by the first product larger than the ones before.
-TEST(StepRuntime, WarmStepsAllocateNothingOnQ4K) {
+// The same for Q4_K and Q5_K weights in int8, whose products stage more (the forward's offset
+// factors, the input gradient's offset sums and its per-thread slab of offsets): sized from
+// the plan too, not grown by the first product larger than the ones before.
+class WarmKQuantSteps : public ::testing::TestWithParam<nl::QType> {};
+TEST_P(WarmKQuantSteps, AllocateNothing) {
+  const nl::QType type = GetParam();
   nltest::TempDir dir;
-  const auto model = tiny_model(dir, "tiny-llama-k", 2, nl::QType::Q4_K);
-  ASSERT_EQ(model->weights.layers[0].proj(nl::Proj::Down).type, nl::QType::Q4_K);
+  const auto model = tiny_model(dir, "tiny-llama-k", 2, type);
+  ASSERT_EQ(model->weights.layers[0].proj(nl::Proj::Down).type, type);
   const int64_t V = model->config.vocab;
   const nl::Batch first = nltest::make_batch({12, 10}, V, 3, 1);
   const nl::Batch larger = nltest::make_batch({96}, V, 10, 2);
@@ -236,6 +238,8 @@ TEST(StepRuntime, WarmStepsAllocateNothingOnQ4K) {
   const size_t with = nl::plan_step_memory(*model, r).staging_bytes, without = nl::plan_step_memory(*q8, r).staging_bytes;
   EXPECT_EQ(with - without, 96u * (512 / 32) * 2 * sizeof(float));
 }
+INSTANTIATE_TEST_SUITE_P(StepRuntime, WarmKQuantSteps, ::testing::Values(nl::QType::Q4_K, nl::QType::Q5_K),
+                         [](const ::testing::TestParamInfo<nl::QType>& i) { return std::string(nl::qtype_info(i.param).name); });
 
 TEST(StepRuntime, MemoryPlanKeepsWhatTheBudgetHolds) {
   nltest::TempDir dir;
