@@ -106,15 +106,15 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 }
 #endif
 
-// kNibble: the panel holds Q4_0 values (0..15 in forward panels, -8..7 in input-gradient
-// ones), so a lane's products of a block are summed in int16 by vmlal_s8 and widened once
-// per block: 4 multiply-adds per chunk and token instead of 4 multiplies and 4 pairwise
-// accumulates. The int16 bound: 8 chunks x 15 x 128 = 15360 (forward), kGradChunks (16)
-// chunks x 8 x 128 = 16384 (input gradient). Other panels (|w| up to 128) widen every
-// chunk. The high halves go through the _high forms (smull2, smlal2), not a copy of the
+// kSmall: the panel holds small values, Q4_0's (0..15 in forward panels, -8..7 in
+// input-gradient ones) or Signed5's (-16..15), so a lane's products of a block are summed in
+// int16 by vmlal_s8 and widened once per block: 4 multiply-adds per chunk and token instead
+// of 4 multiplies and 4 pairwise accumulates. The int16 bound: 8 chunks x 16 x 128 = 16384
+// (forward), kGradChunks (16) chunks x 8 x 128 = 16384 (input gradient; Signed5 panels there
+// in two runs of 8 chunks). Other panels (|w| up to 128) widen every chunk. The high halves go through the _high forms (smull2, smlal2), not a copy of the
 // upper 8 bytes. kChunks: 4-byte chunks of x per token (32 values in the forward's blocks,
 // the 64 rows of an input-gradient row block).
-template <int NT, bool kNibble, int kChunks = 8>
+template <int NT, bool kSmall, int kChunks = 8>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
   // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums]; lane j of
   // sum16[t][k]: panel lane 2k + j / 4, byte j % 4.
@@ -131,7 +131,7 @@ inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, 
       int32_t chunk;
       std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
       const int8x16_t xc = vreinterpretq_s8_s32(vdupq_n_s32(chunk));
-      if constexpr (kNibble) {
+      if constexpr (kSmall) {
         sum16[t][0] = vmlal_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));
         sum16[t][1] = vmlal_high_s8(sum16[t][1], w0, xc);
         sum16[t][2] = vmlal_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));
@@ -145,15 +145,15 @@ inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, 
     }
   }
   for (int t = 0; t < NT; ++t) {
-    if constexpr (kNibble)
+    if constexpr (kSmall)
       for (int k = 0; k < 4; ++k) acc[t][k] = vpaddlq_s16(sum16[t][k]);
     lo[t] = vpaddq_s32(acc[t][0], acc[t][1]);
     hi[t] = vpaddq_s32(acc[t][2], acc[t][3]);
   }
 }
 
-// kNibble: the panel holds Q4_0 values (dot_tokens_widening; sdot needs no distinction).
-template <int NT, bool kNibble>
+// kSmall: the panel holds small values (dot_tokens_widening; sdot needs no distinction).
+template <int NT, bool kSmall>
 inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
 #if NL_INT8_DOTPROD
   int8x16_t x0[NT], x1[NT];
@@ -163,7 +163,7 @@ inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t
   }
   dot_tokens_sdot<NT>(w, x0, x1, lo, hi);
 #else
-  dot_tokens_widening<NT, kNibble>(w, x, ldx, lo, hi);
+  dot_tokens_widening<NT, kSmall>(w, x, ldx, lo, hi);
 #endif
 }
 
@@ -175,8 +175,9 @@ inline void token_blocks(int64_t nt, F&& kernel) {
   for (; t < nt; ++t) kernel.template operator()<1>(t);
 }
 
-// kNibble: a Q4_0 panel, for the widening set (sdot takes every panel as kNibble = false).
-template <bool kNibble>
+// For the widening set: kSmall, a Q4_0 or Signed5 panel (int16 sums); kNibble, Q4_0's (the
+// offset). sdot takes every panel as kSmall = kNibble = false.
+template <bool kSmall, bool kNibble>
 void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
@@ -188,7 +189,7 @@ void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int6
     for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < p.blocks; ++b) {
       int32x4_t lo[NT], hi[NT];
-      dot_tokens<NT, kNibble>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      dot_tokens<NT, kSmall>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
       const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
       for (int t = 0; t < NT; ++t) {
         const int64_t i = (t0 + t) * blocks + b;
@@ -213,9 +214,11 @@ void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int6
 void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
                   int64_t nr, float* Y, int64_t ldy) {
   if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Nibble)
-    forward_kind_neon<true>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+    forward_kind_neon<true, true>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+  else if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Signed5)
+    forward_kind_neon<true, false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
   else
-    forward_kind_neon<false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+    forward_kind_neon<false, false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
 // grad_rows (kernels_int8.h) with the scalar's arithmetic (the same maximum and conversion);
@@ -255,11 +258,12 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 //   widening of Q4_0's int16 sums).
 // Whole groups of 8 columns go straight to and from dX: compiled with a copy per group
 // through a buffer, the output steps took more instructions than the dot products.
-// kNibble: a Q4_0 panel (the widening set's int16 sums). Not inlined into input_grad_neon:
-// inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's registers took
+// kSmall: a Q4_0 or Signed5 panel (the widening set's int16 sums, over kRun chunks at a
+// time: 16, or 8 for Signed5's values). Not inlined into input_grad_neon: inlined, both kinds
+// in one function, GCC's allocation of the Q8_0 kind's registers took
 // it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
 // cortex-a53).
-template <bool kNibble>
+template <bool kSmall, int kRun = kGradChunks>
 __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
                                                     int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
   token_blocks(nt, [&]<int NT>(int64_t t0) {
@@ -298,7 +302,15 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         dot_tokens_sdot<NT>(w, x0[0], x1[0], lo, hi);
         for (int h = 1; h < kHalves; ++h) dot_tokens_sdot<NT, true>(w + h * 8 * 32, x0[h], x1[h], lo, hi);
 #else
-        dot_tokens_widening<NT, kNibble, kGradChunks>(w, x[0], kGradRowBlock, lo, hi);
+        dot_tokens_widening<NT, kSmall, kRun>(w, x[0], kGradRowBlock, lo, hi);
+        for (int h = kRun; h < kGradChunks; h += kRun) {
+          int32x4_t lo2[NT], hi2[NT];
+          dot_tokens_widening<NT, kSmall, kRun>(w + h * 32, x[0] + 4 * h, kGradRowBlock, lo2, hi2);
+          for (int t = 0; t < NT; ++t) {
+            lo[t] = vaddq_s32(lo[t], lo2[t]);
+            hi[t] = vaddq_s32(hi[t], hi2[t]);
+          }
+        }
 #endif
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {
@@ -326,6 +338,8 @@ void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
                      int64_t n, const GradOut& out) {
   if (p.kind == Int8Kind::Nibble)
     input_grad_kind_neon<true>(Y, ldg, ey, lds, nt, p, n, out);
+  else if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Signed5)
+    input_grad_kind_neon<true, 8>(Y, ldg, ey, lds, nt, p, n, out);
   else
     input_grad_kind_neon<false>(Y, ldg, ey, lds, nt, p, n, out);
 }
