@@ -984,7 +984,8 @@ class CpuEngine final : public FrozenEngine {
       const int64_t t0 = i % n_t * T / n_t, t1 = (i % n_t + 1) * T / n_t;
       const int64_t b0 = s0 * 8, nbs = (s1 - s0) * 8;
       std::vector<float>& C = scratch(worker).offset_slab;
-      if (static_cast<int64_t>(C.size()) < kOffsetSlabRows * nbs) C.resize(static_cast<size_t>(kOffsetSlabRows * nbs));  // (sized already)
+      if (static_cast<int64_t>(C.size()) < kOffsetSlabRows * nbs)  // (sized already by reserve_for)
+        C.resize(static_cast<size_t>(kOffsetSlabRows * nbs));
       for (int64_t t = t0; t < t1; ++t) std::fill_n(G + t * nb + b0, nbs, 0.0f);
       const float mid = engine::kquant_mid(m.type);
       for (int64_t r0 = 0; r0 < rows; r0 += kOffsetSlabRows) {

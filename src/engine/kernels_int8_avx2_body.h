@@ -464,9 +464,10 @@ void pack_grad_kquant_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, i
             }
             const uint8_t* block = tile + static_cast<size_t>(i0 + s) * m.block_bytes;
             constexpr size_t kQuants = kQ5 ? kQ5KQuantsOffset : kQ4KQuantsOffset;
-            const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQuants + 32 * (j / 2) + 16 * half));
+            const auto load16 = [](const uint8_t* at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(at)); };
+            const __m128i raw = load16(block + kQuants + 32 * (j / 2) + 16 * half);
             if constexpr (kQ5) {
-              r[s] = q5k_values(raw, _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ5KHighBitsOffset + 16 * half)), j);
+              r[s] = q5k_values(raw, load16(block + kQ5KHighBitsOffset + 16 * half), j);
             } else {
               const __m128i u = j % 2 == 0 ? _mm_and_si128(raw, low) : _mm_and_si128(_mm_srli_epi16(raw, 4), low);
               r[s] = _mm_sub_epi8(u, eight);

@@ -111,8 +111,8 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 // int16 by vmlal_s8 and widened once per block: 4 multiply-adds per chunk and token instead
 // of 4 multiplies and 4 pairwise accumulates. The int16 bound: 8 chunks x 16 x 128 = 16384
 // (forward), kGradChunks (16) chunks x 8 x 128 = 16384 (input gradient; Signed5 panels there
-// in two runs of 8 chunks). Other panels (|w| up to 128) widen every chunk. The high halves go through the _high forms (smull2, smlal2), not a copy of the
-// upper 8 bytes. kChunks: 4-byte chunks of x per token (32 values in the forward's blocks,
+// in two runs of 8 chunks). Other panels (|w| up to 128) widen every chunk. The high halves
+// go through the _high forms (smull2, smlal2), not a copy of the upper 8 bytes. kChunks: 4-byte chunks of x per token (32 values in the forward's blocks,
 // the 64 rows of an input-gradient row block).
 template <int NT, bool kSmall, int kChunks = 8>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
@@ -616,7 +616,9 @@ void pack_grad_kquant_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, i
 
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble : m.type == QType::Q5_K ? Int8Kind::Signed5 : Int8Kind::Signed;
+  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble
+           : m.type == QType::Q5_K        ? Int8Kind::Signed5
+                                          : Int8Kind::Signed;
   p.resize(b1 - b0);
   if (m.type == QType::Q4_K || m.type == QType::Q5_K)
     pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);

@@ -72,10 +72,11 @@ void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPa
     for (int64_t i = 0; i < 8; ++i) {
       const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
       for (int j = 0; j < 8; ++j)
-        for (int k = 0; k < kQ8Block; ++k)
-          p.q[forward_index(sb * 8 + j, i, k)] = i >= nr ? 0
-                                                 : q5    ? static_cast<uint8_t>(q5k_quant(block, j, k) - 16)
-                                                         : (block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
+        for (int k = 0; k < kQ8Block; ++k) {
+          const uint8_t nibble = (block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
+          p.q[forward_index(sb * 8 + j, i, k)] =
+              i >= nr ? 0 : q5 ? static_cast<uint8_t>(q5k_quant(block, j, k) - 16) : nibble;
+        }
     }
   }
   if (q5) forward_weight_sums(p);

@@ -48,9 +48,10 @@ Int8Weights int8_weights(const TensorView& W) {
           const int64_t b = sb * 8 + j;
           d[b] = sc.s[j];
           iw.c[static_cast<size_t>(r * iw.blocks + b)] = sc.c[j];
-          for (int k = 0; k < 32; ++k)
-            q[b * 32 + k] = static_cast<int8_t>(
-                q5 ? q5k_quant(blk, j, k) - 16 : ((blk[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F) - 8);
+          for (int k = 0; k < 32; ++k) {
+            const int q4 = (blk[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
+            q[b * 32 + k] = static_cast<int8_t>(q5 ? q5k_quant(blk, j, k) - 16 : q4 - 8);
+          }
         }
       }
     } else if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {

@@ -194,7 +194,9 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   const size_t save_piece = std::min(kCheckpointSavePieceBytes, state_bytes);
   const size_t adapter_copies = req.keeps_best_adapter ? param_bytes * 2 : req.saves_checkpoints ? param_bytes : 0;
   p.checkpoint_bytes = (req.rollback_copy ? state_bytes : 0) + (req.saves_checkpoints ? save_piece : 0) + adapter_copies;
-  if (req.int8_products) p.staging_bytes = int8_staging_bytes(c, req.max_tokens, std::min(req.loss_chunk, req.max_tokens), serves_int8_offsets(model));
+  if (req.int8_products)
+    p.staging_bytes = int8_staging_bytes(c, req.max_tokens, std::min(req.loss_chunk, req.max_tokens),
+                                         serves_int8_offsets(model));
   p.runtime_measured = req.resident_bytes > 0;
   p.runtime_bytes = p.runtime_measured ? req.resident_bytes + kRuntimeGrowthBytes : kRuntimeAllowanceBytes;
   if (req.calibration_tokens > 0) {
