@@ -8,8 +8,8 @@
 // c = 8 s - o (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do,
 // with scales s. Q5_K's (q in 0..31) is s (q - 16) plus c = 16 s - o: its panels hold the
 // values q - 16 as signed bytes (Signed5 panels: 5-bit values would overflow the nibble
-// kernels' int16 sums of 8 chunks). The offsets enter as f32 chains of fused multiply-adds from 0
-// after the integer products (in increasing order of the reduced index):
+// kernels' int16 sums of 8 chunks). The offsets enter as f32 chains of fused multiply-adds
+// from 0 after the integer products (in increasing order of the reduced index):
 //   forward     Y[t,r]  += sum over b of c[r,b] z[t,b],  z[t,b] = dx[t,b] * float(sum_j qx[t,b,j])
 //               (ForwardPanel::offset, add_forward_offsets)
 //   input grad  dX[t,c] += G[t,b] for the columns c of block b, G[t,b] = sum over rows r of
@@ -154,7 +154,8 @@ inline uint8_t q5k_quant(const uint8_t* block, int j, int k) {
 void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
 
 struct GradPanel {
-  Int8Kind kind = Int8Kind::Signed;  // Nibble: Q4_0's values u - 8 as signed bytes; Signed5: Q5_K's
+  // Nibble: Q4_0's and Q4_K's values u - 8 as signed bytes; Signed5: Q5_K's q - 16.
+  Int8Kind kind = Int8Kind::Signed;
   int64_t blocks = 0;
   std::vector<uint8_t> q;    // blocks x 4 column groups x 16 chunks x 8 columns x 4 bytes
   std::vector<float> rho;    // blocks x 64 rows: dw[r,b] / m[b] (padded rows: 0)

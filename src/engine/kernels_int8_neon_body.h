@@ -112,8 +112,9 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 // of 4 multiplies and 4 pairwise accumulates. The int16 bound: 8 chunks x 16 x 128 = 16384
 // (forward), kGradChunks (16) chunks x 8 x 128 = 16384 (input gradient; Signed5 panels there
 // in two runs of 8 chunks). Other panels (|w| up to 128) widen every chunk. The high halves
-// go through the _high forms (smull2, smlal2), not a copy of the upper 8 bytes. kChunks: 4-byte chunks of x per token (32 values in the forward's blocks,
-// the 64 rows of an input-gradient row block).
+// go through the _high forms (smull2, smlal2), not a copy of the upper 8 bytes. kChunks:
+// 4-byte chunks of x per token (32 values in the forward's blocks, the 64 rows of an
+// input-gradient row block).
 template <int NT, bool kSmall, int kChunks = 8>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
   // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums]; lane j of
@@ -260,9 +261,8 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // through a buffer, the output steps took more instructions than the dot products.
 // kSmall: a Q4_0 or Signed5 panel (the widening set's int16 sums, over kRun chunks at a
 // time: 16, or 8 for Signed5's values). Not inlined into input_grad_neon: inlined, both kinds
-// in one function, GCC's allocation of the Q8_0 kind's registers took
-// it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu
-// cortex-a53).
+// in one function, GCC's allocation of the Q8_0 kind's registers took it from 529 to 730
+// instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu cortex-a53).
 template <bool kSmall, int kRun = kGradChunks>
 __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
                                                     int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
