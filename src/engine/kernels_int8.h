@@ -322,11 +322,11 @@ bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
 // or Q5_K), whose quants it uses as stored: yes (Q4_K runs Q4_0's kernels plus its offsets; on
 // cortex-a53 409 / 403 instructions per 1k multiply-adds against f32's 461 / 449, bench/
 // arm64_icount.sh, docs/performance/int8-q4k-native-2026-12-07-zen5.md), except Q8_0 and Q5_K
-// with the NEON widening set of cores without dotprod, which executes more instructions per
-// multiply-add than the f32 NEON kernels (forward / input gradient per 1k multiply-adds,
-// bench/arm64_icount.sh --cpu cortex-a53: Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450;
-// Q5_K 428 / 508 against its f32 464 / 452, docs/performance/int8-q5k-native-2026-12-07-zen3.md;
-// a count, not a time). The scalar set: not measured, kept yes (the tests' reference for the
+// with the NEON widening set of cores without dotprod, which executes about as many
+// instructions per multiply-add as the f32 NEON kernels or more (forward / input gradient per
+// 1k multiply-adds, bench/arm64_icount.sh --cpu cortex-a53: Q8_0 472 / 492, Q4_0 349 / 316,
+// f32 455 / 450; Q5_K 428 / 460 against its f32 464 / 452: 3% fewer in all, too close to call
+// from a count, docs/performance/int8-q5k-native-2026-12-07-zen3.md). The scalar set: not measured, kept yes (the tests' reference for the
 // int8 plan).
 bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type);
 

@@ -168,11 +168,11 @@ inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t
 #endif
 }
 
-// Runs kernel<NT>(t, NT) over nt tokens in blocks of 4, then one at a time.
-template <class F>
+// Runs kernel<NT>(t, NT) over nt tokens in blocks of kBlock (4 by default), then one at a time.
+template <int kBlock = 4, class F>
 inline void token_blocks(int64_t nt, F&& kernel) {
   int64_t t = 0;
-  for (; t + 4 <= nt; t += 4) kernel.template operator()<4>(t);
+  for (; t + kBlock <= nt; t += kBlock) kernel.template operator()<kBlock>(t);
   for (; t < nt; ++t) kernel.template operator()<1>(t);
 }
 
@@ -260,13 +260,16 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // Whole groups of 8 columns go straight to and from dX: compiled with a copy per group
 // through a buffer, the output steps took more instructions than the dot products.
 // kSmall: a Q4_0 or Signed5 panel (the widening set's int16 sums, over kRun chunks at a
-// time: 16, or 8 for Signed5's values). Not inlined into input_grad_neon: inlined, both kinds
+// time: 16, or 8 for Signed5's values, whose kernel takes 2 tokens at a time: with 4 the two
+// runs counted 508 instructions per 1k multiply-adds on cortex-a53, with 2 460, and with the
+// runs' widening inside one loop of 2 tokens 575; bench/arm64_icount.sh). Not inlined into
+// input_grad_neon: inlined, both kinds
 // in one function, GCC's allocation of the Q8_0 kind's registers took it from 529 to 730
 // instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu cortex-a53).
 template <bool kSmall, int kRun = kGradChunks>
 __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
                                                     int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
-  token_blocks(nt, [&]<int NT>(int64_t t0) {
+  token_blocks<kRun < kGradChunks ? 2 : 4>(nt, [&]<int NT>(int64_t t0) {
     const float* acc[NT];
     float* D[NT];
     for (int t = 0; t < NT; ++t) {
