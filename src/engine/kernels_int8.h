@@ -116,6 +116,8 @@ struct ForwardPanel {
   void resize_offsets(int64_t nb) {
     if (offset.size() < static_cast<size_t>(nb * 8)) offset.resize(static_cast<size_t>(nb * 8));
   }
+  // Readies a Q4_K/Q5_K panel of nb blocks (kind, offsets, sizes); every set's packer starts so.
+  void start_kquant(QType type, int64_t nb);
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants
@@ -123,8 +125,16 @@ struct ForwardPanel {
 inline bool int8_uses_stored_quants(QType t) {
   return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K;
 }
-// The types whose stored quants enter with offsets (the K-quants with mins, above).
+// The types whose stored quants enter with offsets (the K-quants with mins, above), and the
+// kind of their panels: Q4_K's nibbles as Q4_0's, Q5_K's values q - 16 as Signed5.
 inline bool int8_has_offsets(QType t) { return t == QType::Q4_K || t == QType::Q5_K; }
+inline Int8Kind kquant_kind(QType t) { return t == QType::Q5_K ? Int8Kind::Signed5 : Int8Kind::Nibble; }
+inline void ForwardPanel::start_kquant(QType type, int64_t nb) {
+  kind = kquant_kind(type);
+  has_offsets = true;
+  resize(nb);
+  resize_offsets(nb);
+}
 
 // The scales s = d sc and offsets c = mid s - dmin mn of the 8 sub-blocks of a Q4_K (mid 8)
 // or Q5_K (mid 16) block (the definition above; every set's packers use them), and the scale

@@ -233,11 +233,8 @@ inline void prefetch_ahead(const uint8_t* p, size_t distance, size_t n) {
 // of quants hold sub-block 2j in the low nibbles and 2j+1 in the high ones; the 8 rows'
 // 4-byte chunks move with dword transposes, as Q8_0's do, then split into the two nibbles.
 void pack_forward_q4k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
-  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Nibble;
-  p.has_offsets = true;
-  p.resize(nb);
-  p.resize_offsets(nb);
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.start_kquant(m.type, nsb * 8);
   const __m256i low = _mm256_set1_epi8(0x0F);
   const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
   for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -277,11 +274,8 @@ inline __m128i q5k_values(__m128i raw, __m128i qh, int j) {
 // A Q5_K row group: each sub-block's values q - 16 (Signed5 panels), 16 columns of the 8 rows
 // at a time moved with the dword transposes of Q8_0's.
 void pack_forward_q5k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
-  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Signed5;
-  p.has_offsets = true;
-  p.resize(nb);
-  p.resize_offsets(nb);
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.start_kquant(m.type, nsb * 8);
   const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
@@ -487,7 +481,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
   if (m.type == QType::Q4_K || m.type == QType::Q5_K) {
     const bool q5 = m.type == QType::Q5_K;
-    p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
+    p.kind = kquant_kind(m.type);
     p.resize(b1 - b0);
     if (q5)
       full ? pack_grad_kquant_tiles_kind<true, true>(m, rb, b0, b1, p)

@@ -438,11 +438,8 @@ void pack_forward_tiles_kind_neon(const TiledMatrix& m, int64_t g, ForwardPanel&
 // rows (64-value group j2: sub-block 2 j2 in the low nibbles, 2 j2 + 1 in the high ones)
 // moved as Q4_0's are.
 void pack_forward_q4k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
-  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Nibble;
-  p.has_offsets = true;
-  p.resize(nb);
-  p.resize_offsets(nb);
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.start_kquant(m.type, nsb * 8);
   const uint8x16_t low = vdupq_n_u8(0x0F);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
@@ -476,11 +473,8 @@ inline uint8x16_t q5k_values(const uint8_t* nibbles, const uint8_t* qh, int j) {
 
 // A Q5_K row group: each sub-block's values q - 16 (Signed5 panels) and their sums (wsum).
 void pack_forward_q5k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
-  const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
-  p.kind = Int8Kind::Signed5;
-  p.has_offsets = true;
-  p.resize(nb);
-  p.resize_offsets(nb);
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.start_kquant(m.type, nsb * 8);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
     kquant_forward_panel_scales(m, g, sb, p);
@@ -619,9 +613,7 @@ void pack_grad_kquant_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, i
 
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  p.kind = q4 || m.type == QType::Q4_K ? Int8Kind::Nibble
-           : m.type == QType::Q5_K        ? Int8Kind::Signed5
-                                          : Int8Kind::Signed;
+  p.kind = int8_has_offsets(m.type) ? kquant_kind(m.type) : q4 ? Int8Kind::Nibble : Int8Kind::Signed;
   p.resize(b1 - b0);
   if (m.type == QType::Q4_K || m.type == QType::Q5_K)
     pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);

@@ -62,10 +62,7 @@ void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t
 void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks(), nb = nsb * 8;
   const bool q5 = m.type == QType::Q5_K;
-  p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
-  p.has_offsets = true;
-  p.resize(nb);
-  p.resize_offsets(nb);
+  p.start_kquant(m.type, nb);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     kquant_forward_panel_scales(m, g, sb, p);
     const uint8_t* tile = m.tile(g, sb);
@@ -73,9 +70,13 @@ void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPa
       const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
       for (int j = 0; j < 8; ++j)
         for (int k = 0; k < kQ8Block; ++k) {
-          const uint8_t nibble = (block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
-          p.q[forward_index(sb * 8 + j, i, k)] =
-              i >= nr ? 0 : q5 ? static_cast<uint8_t>(q5k_quant(block, j, k) - 16) : nibble;
+          uint8_t& out = p.q[forward_index(sb * 8 + j, i, k)];
+          if (i >= nr)
+            out = 0;
+          else if (q5)
+            out = static_cast<uint8_t>(q5k_quant(block, j, k) - 16);
+          else
+            out = (block[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
         }
     }
   }
@@ -102,7 +103,7 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
 // scales s (the offsets are grad_offset_sums').
 void pack_grad_kquant_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q5 = m.type == QType::Q5_K;
-  p.kind = q5 ? Int8Kind::Signed5 : Int8Kind::Nibble;
+  p.kind = kquant_kind(m.type);
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
     const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;

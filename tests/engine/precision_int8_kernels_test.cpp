@@ -352,6 +352,23 @@ TEST(Int8Kernels, GradOffsetSumsMatchTheScalarSet) {
   }
 }
 
+// Activations at the quantizer's bounds for the integer-bound tests: T tokens x nb blocks of
+// 32, token t's all -128 (even t) or 127, scale 0.5, with their sums.
+struct BoundActivations {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+  BoundActivations(int64_t T, int64_t nb)
+      : q(static_cast<size_t>(T * nb * 32)), d(static_cast<size_t>(T * nb), 0.5f), sum(d.size()) {
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int8_t v = t % 2 == 0 ? -128 : 127;
+        std::fill_n(q.begin() + (t * nb + b) * 32, 32, v);
+        sum[static_cast<size_t>(t * nb + b)] = 32 * v;
+      }
+  }
+};
+
 // The forward's integer sums at their bounds: every Q4_0 nibble 15 and every activation -128
 // or 127, so each lane's 8 products of a block reach 8 x 15 x 128 (the NEON widening set
 // sums them in int16) and the block's sum 32 x 15 x 128. Every set gives the scalar bits.
@@ -364,15 +381,10 @@ TEST(Int8Kernels, ForwardSumsAtTheIntegerBounds) {
       std::memset(tile + 2 * tiles.group_rows(g), 0xFF, static_cast<size_t>(16 * tiles.group_rows(g)));
     }
   const int64_t T = 6, nb = 2, ldq = nb * 32;
-  std::vector<int8_t> q(static_cast<size_t>(T * ldq));
-  std::vector<float> d(static_cast<size_t>(T * nb), 0.5f);
-  std::vector<int32_t> sum(d.size());
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int8_t v = t % 2 == 0 ? -128 : 127;
-      std::fill_n(q.begin() + t * ldq + b * 32, 32, v);
-      sum[static_cast<size_t>(t * nb + b)] = 32 * v;
-    }
+  const BoundActivations x(T, nb);
+  const std::vector<int8_t>& q = x.q;
+  const std::vector<float>& d = x.d;
+  const std::vector<int32_t>& sum = x.sum;
   const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
   ForwardPanel p;
   ref.pack_forward_tiles(tiles, 0, p);
@@ -453,15 +465,10 @@ TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
       }
     const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
     const int64_t T = 6, nb = cols / 32;
-    std::vector<int8_t> q(static_cast<size_t>(T * cols));
-    std::vector<float> d(static_cast<size_t>(T * nb), 0.5f);
-    std::vector<int32_t> sum(d.size());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t b = 0; b < nb; ++b) {
-        const int8_t v = t % 2 == 0 ? -128 : 127;
-        std::fill_n(q.begin() + t * cols + b * 32, 32, v);
-        sum[static_cast<size_t>(t * nb + b)] = 32 * v;
-      }
+    const BoundActivations x(T, nb);
+    const std::vector<int8_t>& q = x.q;
+    const std::vector<float>& d = x.d;
+    const std::vector<int32_t>& sum = x.sum;
     ForwardPanel p0, p1;
     ref.pack_forward_tiles(tiles, 0, p0);
     ref.pack_forward_tiles(tiles, 1, p1);
