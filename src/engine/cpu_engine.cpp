@@ -258,7 +258,8 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
     }
     if (engine::int8_has_offsets(m.type) && static_cast<int64_t>(offset_slab.size()) < kOffsetSlabRows * forward_blocks)
       offset_slab.resize(static_cast<size_t>(kOffsetSlabRows * forward_blocks));  // a task's blocks at most
-    if (grad_blocks > grad8.blocks) grad8.resize(grad_blocks);
+    // (resize never shrinks: the panel keeps the largest blocks and parts of any matrix.)
+    grad8.resize(std::max(grad_blocks, grad8.blocks), std::max(grad8.parts, engine::int8_grad_parts(m.type)));
   }
 };
 

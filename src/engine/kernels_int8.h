@@ -2,8 +2,8 @@
 // values (like llama.cpp's q8_0 activations), integer dot products with int8 weights, f32
 // accumulation across blocks.
 //
-// Weights: Q4_0, Q8_0, Q4_K and Q5_K matrices use their own quants and scales exactly (nothing
-// is requantized). A Q4_K 32-value sub-block is w = s q - o (q in 0..15, s = d sc and o =
+// Weights: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K matrices use their own quants and scales exactly
+// (nothing is requantized). A Q4_K 32-value sub-block is w = s q - o (q in 0..15, s = d sc and o =
 // dmin mn exact in f32), which is Q4_0's form s (q - 8) plus a per-(row, block) offset
 // c = 8 s - o (one rounding; both products are exact). So Q4_K panels hold q as Q4_0's do,
 // with scales s. Q5_K's (q in 0..31) is s (q - 16) plus c = 16 s - o: its panels hold the
@@ -14,7 +14,16 @@
 //               (ForwardPanel::offset, add_forward_offsets)
 //   input grad  dX[t,c] += G[t,b] for the columns c of block b, G[t,b] = sum over rows r of
 //               c[r,b] dY[t,r]   (grad_offset_sums, after the whole integer product)
-// Every other type (F16, F32, Q5_K, Q6_K) is dequantized as in f32 mode and its rows
+// Q6_K's 16-value sub-blocks are w = d sc (q - 32) (q in 0..63, sc a signed byte, d per
+// 256 values): its panels hold the values q - 32 (Signed6) with the integer scales sc of
+// each half of a 32-column block (ForwardPanel::sub_scales) and d as the block's scale:
+//   forward     isum    = sc[r,2b] * sum_{j<16} qx[t,b,j] qw[r,b,j]
+//                       + sc[r,2b+1] * sum_{j>=16} qx[t,b,j] qw[r,b,j]   (exact, int32)
+//               then the chain below with dw[r,b] = d.
+//   input grad  the row scales of a column block differ between its two halves, so dY is
+//               requantized per half (GradPanel::parts = 2): dw[r,h] = d sc[r,h] (exact in
+//               f32), m, rho, rho16 and e per 16 columns, as below per 32.
+// Every other type (F16, F32) is dequantized as in f32 mode and its rows
 // requantized to int8 per 32 columns with the activation quantizer (scale max|w|/127): an
 // extra relative error of at most 1/254 of each 32-value block's largest weight.
 //
@@ -89,10 +98,11 @@ inline constexpr int64_t kGradChunks = kGradRowBlock / 4;  // 4-row chunks per c
 inline constexpr int64_t kGradPanelBlockBytes = 4 * kGradChunks * 32;  // per column block
 
 // How a panel's weight bytes read: unsigned Q4_0 nibbles (value u - 8), signed int8, or
-// signed int8 within [-16, 15] (Signed5: Q5_K's q - 16). Signed5 panels are signed ones to
-// every set; without VNNI the AVX2 kernels take them as they take Q4_0's nibbles, biased by
-// 16, summing 4 chunks in int16 where nibbles sum 8.
-enum class Int8Kind : uint8_t { Nibble, Signed, Signed5 };
+// signed int8 within [-16, 15] (Signed5: Q5_K's q - 16) or [-32, 31] (Signed6: Q6_K's
+// q - 32, with per-16 integer scales). Signed5 panels are signed ones to every set; without
+// VNNI the AVX2 kernels take them as they take Q4_0's nibbles, biased by 16, summing 4 chunks
+// in int16 where nibbles sum 8. Signed6 panels need their own forward kernels (the scales).
+enum class Int8Kind : uint8_t { Nibble, Signed, Signed5, Signed6 };
 inline bool is_signed(Int8Kind k) { return k != Int8Kind::Nibble; }
 
 struct ForwardPanel {
@@ -103,7 +113,11 @@ struct ForwardPanel {
   // blocks x 8 rows: 128 x the sum of each row's quants in the block (signed panels only;
   // forward_weight_sums defines it). Every set's packers fill it; the AVX-VNNI forward
   // subtracts it (its activations are unsigned, q + 128: kernels_int8_avx2_body.h).
+  // For Signed6 panels the sums are 128 x (sc0 x the first 16 quants' sum + sc1 x the last 16's).
   std::vector<int32_t> wsum;
+  // Signed6 panels: blocks x 2 halves x 8 rows, each half's integer scale sc as two int16
+  // (scale_pair: the form vpmaddwd multiplies by; sc = value >> 16). Padded rows: 0.
+  std::vector<int32_t> sub_scales;
   // Q4_K/Q5_K panels (has_offsets): blocks x 8 rows, the offsets c (padded rows: 0).
   bool has_offsets = false;
   std::vector<float> offset;
@@ -112,7 +126,9 @@ struct ForwardPanel {
     if (q.size() < static_cast<size_t>(nb * 256)) q.resize(static_cast<size_t>(nb * 256));
     if (d.size() < static_cast<size_t>(nb * 8)) d.resize(static_cast<size_t>(nb * 8));
     if (wsum.size() < static_cast<size_t>(nb * 8)) wsum.resize(static_cast<size_t>(nb * 8));
+    if (sub_scales.size() < static_cast<size_t>(nb * 16)) sub_scales.resize(static_cast<size_t>(nb * 16));
   }
+  int32_t sub_scale(int64_t b, int h, int64_t row) const { return sub_scales[static_cast<size_t>((b * 2 + h) * 8 + row)] >> 16; }
   void resize_offsets(int64_t nb) {
     if (offset.size() < static_cast<size_t>(nb * 8)) offset.resize(static_cast<size_t>(nb * 8));
   }
@@ -121,9 +137,13 @@ struct ForwardPanel {
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants
-// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K and Q5_K.
+// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K, Q5_K and Q6_K.
 inline bool int8_uses_stored_quants(QType t) {
-  return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K;
+  return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
+}
+// An int16 scale in both halves of an int32 (ForwardPanel::sub_scales).
+inline int32_t scale_pair(int sc) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(sc)) * 0x10001u);
 }
 // The types whose stored quants enter with offsets (the K-quants with mins, above), and the
 // kind of their panels: Q4_K's nibbles as Q4_0's, Q5_K's values q - 16 as Signed5.
@@ -159,33 +179,64 @@ inline uint8_t q5k_quant(const uint8_t* block, int j, int k) {
   const int low = (block[kQ5KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
   return static_cast<uint8_t>(low | (((block[kQ5KHighBitsOffset + k] >> j) & 1) << 4));
 }
+// Q6_K blocks (BlockQ6_K): 128 bytes of low nibbles, 64 of high bit pairs, 16 signed scales,
+// then d. Value k (< 256): q6k_quant (in 0..63), sub-block k / 16's scale q6k_scale.
+inline constexpr size_t kQ6KHighBitsOffset = 128, kQ6KScalesOffset = 192, kQ6KScaleOffset = 208;
+inline uint8_t q6k_quant(const uint8_t* block, int k) {
+  const int n = k / 128, quarter = (k % 128) / 32, l = k % 32;
+  const uint8_t low = block[64 * n + 32 * (quarter & 1) + l];
+  const int high = (block[kQ6KHighBitsOffset + 32 * n + l] >> (2 * quarter)) & 3;
+  return static_cast<uint8_t>((quarter < 2 ? low & 0x0F : low >> 4) | (high << 4));
+}
+inline int q6k_scale(const uint8_t* block, int s) { return static_cast<int8_t>(block[kQ6KScalesOffset + s]); }
+inline float q6k_d(const uint8_t* block) {
+  uint16_t d;
+  std::memcpy(&d, block + kQ6KScaleOffset, sizeof d);
+  return fp16_to_f32(d);
+}
+// A Q6_K forward panel's scales (d) and sub_scales of super-block sb (its 8 column blocks)
+// for the rows of row group g (padded rows: 0). Every set's packer uses it.
+void q6k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
+
 // A Q4_K/Q5_K forward panel's scales and offsets of super-block sb (its 8 column blocks) for
 // the rows of row group g (padded rows: 0). Every set's packer uses it.
 void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p);
 
 struct GradPanel {
-  // Nibble: Q4_0's and Q4_K's values u - 8 as signed bytes; Signed5: Q5_K's q - 16.
+  // Nibble: Q4_0's and Q4_K's values u - 8 as signed bytes; Signed5: Q5_K's q - 16;
+  // Signed6: Q6_K's q - 32.
   Int8Kind kind = Int8Kind::Signed;
   int64_t blocks = 0;
+  // Scale parts per column block: 1, or 2 for Signed6 (columns 0-15, i.e. column groups 0
+  // and 1, then 16-31), each with its own rho, rho16 and m. Part s of block b is scale block
+  // b * parts + s.
+  int64_t parts = 1;
   std::vector<uint8_t> q;    // blocks x 4 column groups x 16 chunks x 8 columns x 4 bytes
-  std::vector<float> rho;    // blocks x 64 rows: dw[r,b] / m[b] (padded rows: 0)
-  std::vector<int16_t> rho16;  // blocks x 64 rows: round(16384 rho)
-  std::vector<float> m;      // blocks: max |dw[r,b]| over the block's rows
-  void resize(int64_t nb) {
+  std::vector<float> rho;    // scale blocks x 64 rows: dw[r,b] / m[b] (padded rows: 0)
+  std::vector<int16_t> rho16;  // scale blocks x 64 rows: round(16384 rho)
+  std::vector<float> m;      // scale blocks: max |dw[r,b]| over the block's rows
+  void resize(int64_t nb, int64_t np = 1) {
     blocks = nb;
+    parts = np;
+    const int64_t ns = nb * np;
     if (q.size() < static_cast<size_t>(nb * kGradPanelBlockBytes)) q.resize(static_cast<size_t>(nb * kGradPanelBlockBytes));
-    if (rho.size() < static_cast<size_t>(nb * kGradRowBlock)) rho.resize(static_cast<size_t>(nb * kGradRowBlock));
-    if (rho16.size() < static_cast<size_t>(nb * kGradRowBlock)) rho16.resize(static_cast<size_t>(nb * kGradRowBlock));
-    if (m.size() < static_cast<size_t>(nb)) m.resize(static_cast<size_t>(nb));
+    if (rho.size() < static_cast<size_t>(ns * kGradRowBlock)) rho.resize(static_cast<size_t>(ns * kGradRowBlock));
+    if (rho16.size() < static_cast<size_t>(ns * kGradRowBlock)) rho16.resize(static_cast<size_t>(ns * kGradRowBlock));
+    if (m.size() < static_cast<size_t>(ns)) m.resize(static_cast<size_t>(ns));
   }
+  int64_t scale_blocks() const { return blocks * parts; }
 };
+// The scale parts of a type's input-gradient panels (GradPanel::parts).
+inline int64_t int8_grad_parts(QType t) { return t == QType::Q6_K ? 2 : 1; }
 
-// ForwardPanel::wsum of a signed panel from its quants (the definition; the packers may get
-// the sums elsewhere, e.g. from the quantizer, but give the same numbers).
+// ForwardPanel::wsum of a signed panel from its quants (and a Signed6 panel's sub_scales; the
+// definition: the packers may get the sums elsewhere, e.g. from the quantizer, but give the
+// same numbers).
 void forward_weight_sums(ForwardPanel& p);
 
-// The packers store each row's weight scale dw[r,b] in rho; this turns them into the scale
-// bound m[b], the ratios rho = dw / m and rho16 (one definition for every ISA's packers).
+// The packers store each row's weight scale dw[r,b] in rho (per scale block); this turns them
+// into the scale bound m[b], the ratios rho = dw / m and rho16 (one definition for every
+// ISA's packers).
 void normalize_grad_scales(GradPanel& p);
 
 // The scale of dY for one token and row block (nrows <= 64 values of g): returns
@@ -210,9 +261,9 @@ struct Int8Kernels {
   // Quantizes x[0, n) per 32 values (the tail padded with zeros): ceil(n/32) blocks of 32
   // int8 in q, their scales in d and the sum of each block's quants in sum.
   void (*quantize_row)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
-  // Packs row group g (8 rows) of a Q4_0/Q8_0/Q4_K/Q5_K tiled matrix, every column block.
+  // Packs row group g (8 rows) of a tiled matrix of stored quants (int8_uses_stored_quants), every column block.
   void (*pack_forward_tiles)(const TiledMatrix& m, int64_t g, ForwardPanel& p);
-  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of a Q4_0/Q8_0/Q4_K/Q5_K tiled
+  // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of such a tiled
   // matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
   // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats

@@ -305,9 +305,63 @@ void pack_forward_q5k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
   forward_weight_sums_avx2(p);
 }
 
+// 16 values of one row's 32-column block j (of 8) of a Q6_K block from 16 bytes of its low
+// nibbles and the matching 16 bytes of its high bit pairs: q - 32 as signed bytes
+// (kernels_int8.h: q6k_quant; block j takes nibble j / 2 % 2 and bit pair j % 4).
+inline __m128i q6k_values(__m128i ql, __m128i qh, int j) {
+  const int quarter = j % 4;
+  const __m128i nib = _mm_and_si128(quarter < 2 ? ql : _mm_srli_epi16(ql, 4), _mm_set1_epi8(0x0F));
+  const __m128i pair = _mm_and_si128(_mm_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(pair, 4)), _mm_set1_epi8(32));
+}
+// The 16 bytes of low nibbles and of high bit pairs that hold columns 32 j + 16 half ..
+// + 15 of a Q6_K block.
+inline void q6k_bytes(const uint8_t* block, int j, int half, __m128i* ql, __m128i* qh) {
+  const int n = j / 4, quarter = j % 4;
+  *ql = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 64 * n + 32 * (quarter & 1) + 16 * half));
+  *qh = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kQ6KHighBitsOffset + 32 * n + 16 * half));
+}
+
+// A Q6_K row group: each block's values q - 32 (Signed6 panels), 16 columns of the 8 rows at
+// a time moved with the dword transposes of Q8_0's; the weight sums per half (chunks 0-3 and
+// 4-7) times the halves' scales.
+void pack_forward_q6k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.kind = Int8Kind::Signed6;
+  p.has_offsets = false;
+  p.resize(nsb * 8);
+  const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    prefetch_ahead(tile, 2 * tile_bytes, tile_bytes);
+    q6k_forward_panel_scales(m, g, sb, p);
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = sb * 8 + j;
+      __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * 256);
+      __m256i scaled_sums = _mm256_setzero_si256();
+      for (int half = 0; half < 2; ++half) {
+        __m128i r[8];
+        for (int64_t i = 0; i < 8; ++i) {
+          __m128i ql = _mm_setzero_si128(), qh = _mm_setzero_si128();
+          if (i < nr) q6k_bytes(tile + static_cast<size_t>(i) * m.block_bytes, j, half, &ql, &qh);
+          r[i] = i < nr ? q6k_values(ql, qh, j) : _mm_setzero_si128();
+        }
+        __m256i chunk[4];
+        chunks_of_rows(r, chunk);
+        for (int k = 0; k < 4; ++k) _mm256_storeu_si256(out + half * 4 + k, chunk[k]);
+        const __m256i sc = _mm256_srai_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sub_scales.data() + (b * 2 + half) * 8)), 16);
+        scaled_sums = _mm256_add_epi32(scaled_sums, _mm256_mullo_epi32(chunk_sums_x128<4>(chunk), sc));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.wsum.data() + b * 8), scaled_sums);
+    }
+  }
+}
+
 void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_avx2(m, g, p);
   if (m.type == QType::Q5_K) return pack_forward_q5k_tiles_avx2(m, g, p);
+  if (m.type == QType::Q6_K) return pack_forward_q6k_tiles_avx2(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   const bool q4 = m.type == QType::Q4_0;
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
@@ -355,7 +409,7 @@ inline void store_int16(const __m256 v[4], int16_t* out) {
 // divisions (IEEE division is exact in any width), so the same ratios and rho16.
 void normalize_grad_scales_avx2(GradPanel& p) {
   constexpr int kRegs = kGradRowBlock / 8;
-  for (int64_t b = 0; b < p.blocks; ++b) {
+  for (int64_t b = 0; b < p.scale_blocks(); ++b) {
     float* rho = p.rho.data() + b * kGradRowBlock;
     __m256 v[kRegs];
     for (int k = 0; k < kRegs; ++k) v[k] = _mm256_loadu_ps(rho + 8 * k);
@@ -477,8 +531,61 @@ void pack_grad_kquant_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, i
   }
 }
 
+// pack_grad_tiles for Q6_K (kFull as above): the values q - 32 of each block's two halves,
+// 4 rows interleaved as Q8_0's; the scales d sc of each half (two parts per block).
+template <bool kFull>
+void pack_grad_q6k_tiles_kind(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  const size_t row_bytes = m.block_bytes * static_cast<size_t>(m.n_blocks());
+  constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int j = static_cast<int>(b % 8);
+    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + (b - b0) * kGradPanelBlockBytes);
+    float* scales = p.rho.data() + (b - b0) * 2 * kGradRowBlock;  // two parts
+    for (int64_t gi = 0; gi < kGroups; ++gi) {
+      const int64_t g = rb * kGroups + gi;
+      const int64_t nr = kFull ? kTileRows : g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
+      if (nr > 0 && (j == 0 || b == b0))
+        prefetch_ahead(tile, kGroups * kTileRows * row_bytes, static_cast<size_t>(nr) * m.block_bytes);
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        const bool valid = kFull || i < nr;
+        const uint8_t* block = valid ? tile + static_cast<size_t>(i) * m.block_bytes : nullptr;
+        const float d = valid ? q6k_d(block) : 0.0f;
+        for (int h = 0; h < 2; ++h)
+          scales[h * kGradRowBlock + 8 * gi + i] = valid ? d * static_cast<float>(q6k_scale(block, 2 * j + h)) : 0.0f;
+      }
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        for (int half = 0; half < 2; ++half) {
+          __m128i r[4];
+          for (int64_t s = 0; s < 4; ++s) {
+            if (!kFull && i0 + s >= nr) {
+              r[s] = _mm_setzero_si128();
+              continue;
+            }
+            __m128i ql, qh;
+            q6k_bytes(tile + static_cast<size_t>(i0 + s) * m.block_bytes, j, half, &ql, &qh);
+            r[s] = q6k_values(ql, qh, j);
+          }
+          __m256i cols0_7, cols8_15;
+          interleave_rows(r, &cols0_7, &cols8_15);
+          _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k, cols0_7);
+          _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k, cols8_15);
+        }
+      }
+    }
+  }
+}
+
 void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
+  if (m.type == QType::Q6_K) {
+    p.kind = Int8Kind::Signed6;
+    p.resize(b1 - b0, 2);
+    full ? pack_grad_q6k_tiles_kind<true>(m, rb, b0, b1, p) : pack_grad_q6k_tiles_kind<false>(m, rb, b0, b1, p);
+    normalize_grad_scales_avx2(p);
+    return;
+  }
   if (m.type == QType::Q4_K || m.type == QType::Q5_K) {
     const bool q5 = m.type == QType::Q5_K;
     p.kind = kquant_kind(m.type);
@@ -598,10 +705,15 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // Signed panels with kUnsignedActivations and kFlip: the activations (signed) are flipped to
 // q + 128 after the broadcast and the sums are those of q + 128 (subtract wsum).
 // kChunks: 8 (a forward block's 32 columns) or kGradChunks (an input-gradient row block).
+// Signed6 panels without VNNI: the sign trick summed in int16 over (at most) 4 chunks, exact:
+// |w| <= 32 and |sign(q, w)| <= 128, so 4 x 2 x 32 x 128 = 2^15 bounds the sums, reached only
+// at -2^15. (Like every sign trick, q = -128, which only a non-finite activation gives, has
+// no positive counterpart: there the sets may differ.)
 template <int NT, Int8Kind K, bool kFlip = false, int kChunks = 8>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
-  static_assert(!kFlip || (K == Int8Kind::Signed && kUnsignedActivations), "flipped activations need vpdpbusd");
+  static_assert(!kFlip || (K != Int8Kind::Nibble && kUnsignedActivations), "flipped activations need vpdpbusd");
   static_assert(K == Int8Kind::Signed || kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
+  static_assert(K != Int8Kind::Signed6 || kChunks <= 4 || NL_INT8_VNNI, "Signed6's int16 sums hold 4 chunks");
   for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
   for (int c = 0; c < kChunks; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
@@ -616,6 +728,12 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
     } else if constexpr (K == Int8Kind::Nibble) {
       for (int t = 0; t < NT; ++t) {
         part[t] = dot_unsigned_chunk(part[t], wc, broadcast_chunk(x + t * ldx + xc_at));
+        keep_in_register(part[t]);
+      }
+    } else if constexpr (K == Int8Kind::Signed6) {
+      const __m256i aw = _mm256_sign_epi8(wc, wc);
+      for (int t = 0; t < NT; ++t) {
+        part[t] = dot_unsigned_chunk(part[t], aw, _mm256_sign_epi8(broadcast_chunk(x + t * ldx + xc_at), wc));
         keep_in_register(part[t]);
       }
     } else {
@@ -740,11 +858,54 @@ void forward_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_tokens<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
 }
 
+// NT tokens x a Signed6 panel's 8 rows (Q6_K): per block, each half's sums (dot_tokens over
+// its 4 chunks) times the half's integer scales, then the f32 chain. Without VNNI the sums are
+// int16 and vpmaddwd by the scale pairs multiplies and widens them in one instruction; with
+// it they are int32 sums of q + 128, multiplied (vpmulld) and less wsum.
+template <int NT>
+inline void forward_tokens6(const int8_t* q, const float* d, int64_t ldq, const ForwardPanel& p, int64_t nr, float* Y,
+                            int64_t ldy) {
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p.blocks; ++b) {
+    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
+    __m256i isum[NT];
+    for (int h = 0; h < 2; ++h) {
+      __m256i part[NT];
+      dot_tokens<NT, Int8Kind::Signed6, kUnsignedActivations, 4>(w + 4 * h, q + b * kQ8Block + 16 * h, ldq, part);
+      const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sub_scales.data() + (b * 2 + h) * 8));
+      for (int t = 0; t < NT; ++t) {
+#if NL_INT8_VNNI
+        const __m256i scaled = _mm256_mullo_epi32(part[t], _mm256_srai_epi32(pairs, 16));
+#else
+        const __m256i scaled = _mm256_madd_epi16(part[t], pairs);
+#endif
+        isum[t] = h == 0 ? scaled : _mm256_add_epi32(isum[t], scaled);
+      }
+    }
+    const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (kUnsignedActivations)
+        isum[t] = _mm256_sub_epi32(isum[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsum.data() + b * 8)));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) store_rows(Y + t * ldy, acc[t], nr);
+}
+
 void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
 
 void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
                   int64_t nr, float* Y, int64_t ldy) {
+  if (p.kind == Int8Kind::Signed6) {
+    const int64_t blocks = ldq / kQ8Block;
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) forward_tokens6<4>(q + t * ldq, d + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+    for (; t < nt; ++t) forward_tokens6<1>(q + t * ldq, d + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
+    return;
+  }
   if (!NL_INT8_VNNI && p.kind == Int8Kind::Signed5) {
     // (The pair kernel with no rows of the second panel stored: one row group's work twice,
     // only for a matrix's odd last group.)
@@ -925,6 +1086,10 @@ void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int6
 
 void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  if (p0.kind == Int8Kind::Signed6 || p1.kind == Int8Kind::Signed6) {
+    forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+    return;
+  }
   if (p0.kind == Int8Kind::Nibble && p1.kind == Int8Kind::Nibble) {
     forward_pair_kind<Int8Kind::Nibble>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
     return;
@@ -993,16 +1158,16 @@ inline void add_column_group(const __m256i isum[NT], const __m256 ev[NT], int64_
   }
 }
 
-// The requantized dY of one token for one pass of column blocks [b0, b0 + nb)
-// (nb <= kGradBlocksPerPass) of a row block: the quants of block b at qv + 64 b (as q + 128
-// with kUnsigned), in order, the block's scale in e[b]. requantize_grad_value with
+// The requantized dY of one token for one pass of scale blocks [s0, s0 + ns)
+// (ns <= kGradBlocksPerPass; GradPanel::parts) of a row block: the quants of scale block s at
+// qv + 64 s (as q + 128 with kUnsigned), in order, its scale in e[s]. requantize_grad_value with
 // vpmulhrsw: each 32 values of y16 and of the pass's rho16 are split into values 0-7 and
 // 16-23 (a) and 8-15 and 24-31 (b), so the per-lane pack of a and b gives them in order.
 inline constexpr int64_t kGradBlocksPerPass = 8;
 inline constexpr int kGradHalves = kGradRowBlock / 32;  // 32-value parts of a row block
 template <bool kUnsigned>
 inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*rho)[kGradRowBlock],
-                                  const GradPanel& p, int64_t b0, int64_t nb, int8_t* qv, float* e) {
+                                  const GradPanel& p, int64_t s0, int64_t ns, int8_t* qv, float* e) {
   __m256i a[kGradHalves], b[kGradHalves];
   for (int h = 0; h < kGradHalves; ++h) {
     const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y16 + 32 * h));
@@ -1010,7 +1175,7 @@ inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*
     a[h] = _mm256_permute2x128_si256(v0, v1, 0x20), b[h] = _mm256_permute2x128_si256(v0, v1, 0x31);
   }
   const __m256i k256 = _mm256_set1_epi16(256);
-  for (int64_t i = 0; i < nb; ++i) {
+  for (int64_t i = 0; i < ns; ++i) {
     const __m256i* r = reinterpret_cast<const __m256i*>(rho[i]);
     for (int h = 0; h < kGradHalves; ++h) {
       const __m256i qa = _mm256_mulhrs_epi16(_mm256_mulhrs_epi16(a[h], _mm256_load_si256(r + 2 * h)), k256);
@@ -1020,35 +1185,39 @@ inline void requantize_grad_token(const int16_t* y16, float ey, const int16_t (*
       _mm256_store_si256(reinterpret_cast<__m256i*>(qv + i * kGradRowBlock + 32 * h), packed);
     }
   }
-  if (nb == kGradBlocksPerPass) {
-    _mm256_storeu_ps(e, _mm256_mul_ps(_mm256_set1_ps(ey), _mm256_loadu_ps(p.m.data() + b0)));
+  if (ns == kGradBlocksPerPass) {
+    _mm256_storeu_ps(e, _mm256_mul_ps(_mm256_set1_ps(ey), _mm256_loadu_ps(p.m.data() + s0)));
   } else {
-    for (int64_t i = 0; i < nb; ++i) e[i] = ey * p.m[static_cast<size_t>(b0 + i)];
+    for (int64_t i = 0; i < ns; ++i) e[i] = ey * p.m[static_cast<size_t>(s0 + i)];
   }
 }
 
 // The requantized dY of a chunk of tokens for one pass (requantize_grad_token, token t's
 // row of each array at index t).
 inline constexpr int64_t kGradChunkTokens = 32;
+// A pass covers kGradBlocksPerPass scale blocks: that many column blocks, or half as many
+// with two parts each (Signed6).
 struct GradPass {
-  alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kGradRowBlock];
+  alignas(32) int8_t qv[kGradChunkTokens][kGradBlocksPerPass * kGradRowBlock];  // per scale block
   float e[kGradChunkTokens][kGradBlocksPerPass];
   alignas(32) int16_t rho[kGradBlocksPerPass][kGradRowBlock];  // rho16, split as requantize_grad_token's a, b
-  __m256i colsum[kGradBlocksPerPass][4];  // 128 x the column sums of the weights, per group
+  __m256i colsum[kGradBlocksPerPass][4];  // 128 x the column sums of the weights, per block and group
 };
 
-// pass.rho for the panel's blocks [b0, b0 + nb) and, with kColumnSums, pass.colsum: per
-// column, 128 x the sum of the row block's weights.
-template <bool kColumnSums>
+// pass.rho for the panel's column blocks [b0, b0 + nb) (their kParts scale blocks each) and,
+// with kColumnSums, pass.colsum: per column, 128 x the sum of the row block's weights.
+template <bool kColumnSums, int kParts>
 inline void prepare_pass(const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i* r = reinterpret_cast<const __m256i*>(p.rho16.data() + (b0 + b) * kGradRowBlock);
-    __m256i* out = reinterpret_cast<__m256i*>(pass.rho[b]);
+  for (int64_t s = 0; s < nb * kParts; ++s) {
+    const __m256i* r = reinterpret_cast<const __m256i*>(p.rho16.data() + (b0 * kParts + s) * kGradRowBlock);
+    __m256i* out = reinterpret_cast<__m256i*>(pass.rho[s]);
     for (int h = 0; h < kGradHalves; ++h) {
       const __m256i v0 = _mm256_loadu_si256(r + 2 * h), v1 = _mm256_loadu_si256(r + 2 * h + 1);
       _mm256_store_si256(out + 2 * h, _mm256_permute2x128_si256(v0, v1, 0x20));
       _mm256_store_si256(out + 2 * h + 1, _mm256_permute2x128_si256(v0, v1, 0x31));
     }
+  }
+  for (int64_t b = 0; b < nb; ++b) {
     if constexpr (kColumnSums) {
       const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
       for (int cg = 0; cg < 4; ++cg) pass.colsum[b][cg] = chunk_sums_x128<kGradChunks>(w + cg * kGradChunks);
@@ -1066,18 +1235,24 @@ inline constexpr bool kUnsignedGradActivations = K == Int8Kind::Nibble || kUnsig
 // activation chunks are broadcast from the pass (as the forward kernel does). Per output the
 // arithmetic is the definition's, in its order: bit-identical to scalar.
 // kRun: without VNNI, the chunks summed in int16 before each widening (8 of Q4_0's values,
-// 4 of Signed5 panels': 4 x 2 x 255 x 16 < 2^15).
-template <int NT, Int8Kind K, GradStart S, int kRun = 8>
+// 4 of Signed5 panels': 4 x 2 x 255 x 16 < 2^15, 2 of Signed6's). kParts: the panel's scale
+// parts (GradPanel::parts): with 2, column groups 0-1 and 2-3 take their own requantized dY.
+template <int NT, Int8Kind K, GradStart S, int kRun = 8, int kParts = 1>
 inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb, int64_t n,
                                const float* A, int64_t lda, float* D, int64_t ldd) {
   for (int64_t b = 0; b < nb; ++b) {
-    __m256 ev[NT];  // per token, shared by the block's four column groups
-    for (int i = 0; i < NT; ++i) ev[i] = _mm256_set1_ps(pass.e[t + i][b]);
+    __m256 ev[NT];  // per token, shared by the block's (or part's) column groups
+    const auto scale_block = [&](int64_t cg) { return b * kParts + cg * kParts / 4; };
+    const auto set_scales = [&](int64_t s) {
+      for (int i = 0; i < NT; ++i) ev[i] = _mm256_set1_ps(pass.e[t + i][s]);
+    };
+    set_scales(scale_block(0));
     const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
-    const int8_t* x = &pass.qv[t][0] + b * kGradRowBlock;
     const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kGradRowBlock;
     if constexpr (kUnsignedGradActivations<K>) {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; cg += 2) {
+        if (kParts > 1 && cg > 0) set_scales(scale_block(cg));
+        const int8_t* x = &pass.qv[t][0] + scale_block(cg) * kGradRowBlock;
         const __m256i *w0 = w + cg * kGradChunks, *w1 = w + (cg + 1) * kGradChunks;
         __m256i part0[NT], part1[NT];
 #if NL_INT8_VNNI  // int32 sums from the start: they begin at minus the offset, not subtract it per token
@@ -1106,6 +1281,8 @@ inline void grad_pass_products(const GradPass& pass, int64_t t, const GradPanel&
       }
     } else {
       for (int64_t cg = 0; cg < 4 && c0 + cg * 8 < n; ++cg) {
+        if (kParts > 1 && cg == 2) set_scales(scale_block(cg));
+        const int8_t* x = &pass.qv[t][0] + scale_block(cg) * kGradRowBlock;
         __m256i part[NT];
         dot_tokens<NT, K, false, kGradChunks>(w + cg * kGradChunks, x, ldx, part);
         add_column_group<NT, S>(part, ev, c0 + cg * 8, n, A, lda, D, ldd);
@@ -1135,14 +1312,16 @@ inline void add_column_group_pair(const __m512i isum[NT], const __m512 ev[NT], i
 // panel): chunk c of the four column groups in two 512-bit registers (groups 0, 1 and 2, 3),
 // so each activation broadcast feeds two vpdpbusd for 32 columns instead of four. The sums
 // start at minus 128 x the column sums, as in the 256-bit code: the same integers.
-template <int NT, GradStart S>
+// kParts 2 (Signed6): groups 0, 1 and 2, 3 take their own requantized dY (two broadcasts).
+template <int NT, GradStart S, int kParts = 1>
 inline void grad_pass_products512(const GradPass& pass, int64_t t, const GradPanel& p, int64_t b0, int64_t nb,
                                   int64_t n, const float* A, int64_t lda, float* D, int64_t ldd) {
   for (int64_t b = 0; b < nb; ++b) {
     const int64_t c0 = (b0 + b) * kQ8Block, ldx = kGradBlocksPerPass * kGradRowBlock;
     if (c0 >= n) break;
     const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + (b0 + b) * kGradPanelBlockBytes);
-    const int8_t* x = &pass.qv[t][0] + b * kGradRowBlock;
+    const int8_t* x = &pass.qv[t][0] + b * kParts * kGradRowBlock;
+    const int8_t* x23 = x + (kParts - 1) * kGradRowBlock;
     const __m512i zero = _mm512_setzero_si512();
     const __m512i start01 = _mm512_sub_epi32(zero, join_halves(&pass.colsum[b][0], &pass.colsum[b][1]));
     const __m512i start23 = _mm512_sub_epi32(zero, join_halves(&pass.colsum[b][2], &pass.colsum[b][3]));
@@ -1153,18 +1332,25 @@ inline void grad_pass_products512(const GradPass& pass, int64_t t, const GradPan
       const __m512i w01 = join_halves(w + c, w + kGradChunks + c);
       const __m512i w23 = join_halves(w + 2 * kGradChunks + c, w + 3 * kGradChunks + c);
       for (int i = 0; i < NT; ++i) {
-        int32_t v;
+        int32_t v, v23;
         std::memcpy(&v, x + i * ldx + 4 * c, 4);
         const __m512i xc = _mm512_set1_epi32(v);
+        __m512i xc23 = xc;
+        if constexpr (kParts > 1) {
+          std::memcpy(&v23, x23 + i * ldx + 4 * c, 4);
+          xc23 = _mm512_set1_epi32(v23);
+        }
         part01[i] = _mm512_dpbusd_epi32(part01[i], xc, w01);
-        part23[i] = _mm512_dpbusd_epi32(part23[i], xc, w23);
+        part23[i] = _mm512_dpbusd_epi32(part23[i], xc23, w23);
         keep_in_register(part01[i]);
         keep_in_register(part23[i]);
       }
     }
-    __m512 ev[NT];  // per token, shared by the block's four column groups
-    for (int i = 0; i < NT; ++i) ev[i] = _mm512_set1_ps(pass.e[t + i][b]);
+    __m512 ev[NT];  // per token, shared by the block's four column groups (or two)
+    for (int i = 0; i < NT; ++i) ev[i] = _mm512_set1_ps(pass.e[t + i][b * kParts]);
     add_column_group_pair<NT, S>(part01, ev, c0, n, A, lda, D, ldd);
+    if constexpr (kParts > 1)
+      for (int i = 0; i < NT; ++i) ev[i] = _mm512_set1_ps(pass.e[t + i][b * kParts + 1]);
     add_column_group_pair<NT, S>(part23, ev, c0 + 16, n, A, lda, D, ldd);
   }
 }
@@ -1183,30 +1369,31 @@ inline void grad_pass_products512(const GradPass& pass, int64_t t, const GradPan
 // requantization 4.4% -> 3.3% of the run, the loads of y16 had the most samples before.
 template <Int8Kind K>
 inline void requantize_grad_chunk(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t ct,
-                                  const GradPanel& p, int64_t b0, int64_t nb, GradPass& pass) {
+                                  const GradPanel& p, int64_t s0, int64_t ns, GradPass& pass) {
   for (int64_t i = 0; i < ct; ++i) {
     const uintptr_t ahead = reinterpret_cast<uintptr_t>(Y + i * ldg) + 16 * ldg * sizeof(int16_t);
     _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
-    requantize_grad_token<kUnsignedGradActivations<K>>(Y + i * ldg, ey[i * lds], pass.rho, p, b0, nb, pass.qv[i],
+    requantize_grad_token<kUnsignedGradActivations<K>>(Y + i * ldg, ey[i * lds], pass.rho, p, s0, ns, pass.qv[i],
                                                        pass.e[i]);
   }
 }
-template <Int8Kind K, GradStart S, int kRun>
+template <Int8Kind K, GradStart S, int kRun, int kParts>
 __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t ct, const GradPanel& p, int64_t b0,
                                                    int64_t nb, int64_t n, const float* A, int64_t lda, float* D,
                                                    int64_t ldd) {
   int64_t i = 0;
 #if NL_INT8_VNNI_EVEX
   for (; i + 8 <= ct; i += 8)
-    grad_pass_products512<8, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+    grad_pass_products512<8, S, kParts>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
   for (; i + 4 <= ct; i += 4)
-    grad_pass_products512<4, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
-  for (; i < ct; ++i) grad_pass_products512<1, S>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+    grad_pass_products512<4, S, kParts>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  for (; i < ct; ++i) grad_pass_products512<1, S, kParts>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
   return;
 #endif
   for (; i + 4 <= ct; i += 4)
-    grad_pass_products<4, K, S, kRun>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
-  for (; i < ct; ++i) grad_pass_products<1, K, S, kRun>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+    grad_pass_products<4, K, S, kRun, kParts>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
+  for (; i < ct; ++i)
+    grad_pass_products<1, K, S, kRun, kParts>(pass, i, p, b0, nb, n, A + i * lda, lda, D + i * ldd, ldd);
 }
 
 // One row block, in two phases per chunk of tokens and pass of column blocks: first every
@@ -1216,30 +1403,36 @@ __attribute__((noinline)) void grad_chunk_products(const GradPass& pass, int64_t
 // with and without VNNI). On Zen 3 (256 tokens x 256 columns, Q4_0) the requantization
 // takes an eighth of the kernel's time. The passes are the outer loop, so each pass's ratios
 // and column sums are prepared once for all the chunks (they depend on the panel alone).
-template <Int8Kind K, int kRun = 8>
+template <Int8Kind K, int kRun = 8, int kParts = 1>
 void input_grad_kind(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                      int64_t n, const GradOut& out) {
+  constexpr int64_t kBlocksPerPass = kGradBlocksPerPass / kParts;
   GradPass pass;
-  for (int64_t b0 = 0; b0 < p.blocks; b0 += kGradBlocksPerPass) {
-    const int64_t nb = std::min(kGradBlocksPerPass, p.blocks - b0);
-    prepare_pass<kUnsignedGradActivations<K>>(p, b0, nb, pass);
+  for (int64_t b0 = 0; b0 < p.blocks; b0 += kBlocksPerPass) {
+    const int64_t nb = std::min(kBlocksPerPass, p.blocks - b0);
+    prepare_pass<kUnsignedGradActivations<K>, kParts>(p, b0, nb, pass);
     for (int64_t t0 = 0; t0 < nt; t0 += kGradChunkTokens) {
       const int64_t ct = std::min(kGradChunkTokens, nt - t0);
-      requantize_grad_chunk<K>(Y + t0 * ldg, ldg, ey + t0 * lds, lds, ct, p, b0, nb, pass);
+      requantize_grad_chunk<K>(Y + t0 * ldg, ldg, ey + t0 * lds, lds, ct, p, b0 * kParts, nb * kParts, pass);
       const GradOut o = out.from_token(t0);
       if (!o.acc)
-        grad_chunk_products<K, GradStart::Zero, kRun>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::Zero, kRun, kParts>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
       else if (o.acc == o.D && o.lda == o.ldd)
-        grad_chunk_products<K, GradStart::InPlace, kRun>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::InPlace, kRun, kParts>(pass, ct, p, b0, nb, n, nullptr, 0, o.D, o.ldd);
       else
-        grad_chunk_products<K, GradStart::Apart, kRun>(pass, ct, p, b0, nb, n, o.acc, o.lda, o.D, o.ldd);
+        grad_chunk_products<K, GradStart::Apart, kRun, kParts>(pass, ct, p, b0, nb, n, o.acc, o.lda, o.D, o.ldd);
     }
   }
 }
 
 void input_grad_avx2(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                      int64_t n, const GradOut& out) {
-  if (p.kind == Int8Kind::Nibble)
+  if (p.kind == Int8Kind::Signed6) {  // two scale parts per block; without VNNI as Q4_0's, 2 chunks per int16 run
+    if constexpr (NL_INT8_VNNI)
+      input_grad_kind<Int8Kind::Signed, 8, 2>(Y, ldg, ey, lds, nt, p, n, out);
+    else
+      input_grad_kind<Int8Kind::Nibble, 2, 2>(Y, ldg, ey, lds, nt, p, n, out);
+  } else if (p.kind == Int8Kind::Nibble)
     input_grad_kind<Int8Kind::Nibble>(Y, ldg, ey, lds, nt, p, n, out);
   else if (!NL_INT8_VNNI && p.kind == Int8Kind::Signed5)  // small signed values, as Q4_0's (kRun)
     input_grad_kind<Int8Kind::Nibble, 4>(Y, ldg, ey, lds, nt, p, n, out);

@@ -112,7 +112,8 @@ void forward_quad512(const int8_t* q, const float* d, const int32_t* sum, int64_
     return (p[0]->kind == Int8Kind::Nibble) == n && (p[1]->kind == Int8Kind::Nibble) == n &&
            (p[2]->kind == Int8Kind::Nibble) == n && (p[3]->kind == Int8Kind::Nibble) == n;
   };
-  if (!nibbles(true) && !nibbles(false)) {  // (mixed kinds: not made by one matrix)
+  // (Mixed kinds: not made by one matrix; Signed6 panels: the 256-bit code, for their scales.)
+  if ((!nibbles(true) && !nibbles(false)) || p[0]->kind == Int8Kind::Signed6) {
     forward_pair_avx2(q, d, sum, ldq, nt, *p[0], *p[1], 8, Y, ldy);
     forward_pair_avx2(q, d, sum, ldq, nt, *p[2], *p[3], nr3, Y + 16, ldy);
     return;

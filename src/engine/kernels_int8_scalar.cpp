@@ -83,8 +83,27 @@ void pack_forward_kquant_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPa
   if (q5) forward_weight_sums(p);
 }
 
+// A Q6_K row group: each 32-value block's values q - 32 (Signed6 panels), d as its scale
+// and the two halves' integer scales (q6k_forward_panel_scales).
+void pack_forward_q6k_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.kind = Int8Kind::Signed6;
+  p.has_offsets = false;
+  p.resize(nsb * 8);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    q6k_forward_panel_scales(m, g, sb, p);
+    const uint8_t* tile = m.tile(g, sb);
+    for (int64_t i = 0; i < 8; ++i)
+      for (int k = 0; k < 256; ++k)
+        p.q[forward_index(sb * 8 + k / 32, i, k % 32)] =
+            i < nr ? static_cast<uint8_t>(q6k_quant(tile + static_cast<size_t>(i) * m.block_bytes, k) - 32) : 0;
+  }
+  forward_weight_sums(p);
+}
+
 void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (int8_has_offsets(m.type)) return pack_forward_kquant_tiles_scalar(m, g, p);
+  if (m.type == QType::Q6_K) return pack_forward_q6k_tiles_scalar(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   p.kind = tile_kind(m);
   p.has_offsets = false;
@@ -122,8 +141,29 @@ void pack_grad_kquant_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0,
   normalize_grad_scales(p);
 }
 
+// Rows of a Q6_K row block: the values q - 32, the scales d sc of each half (two parts).
+void pack_grad_q6k_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  p.kind = Int8Kind::Signed6;
+  p.resize(b1 - b0, 2);
+  for (int64_t r = 0; r < kGradRowBlock; ++r) {
+    const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;
+    const bool valid = row < m.rows;
+    for (int64_t b = b0; b < b1; ++b) {
+      const int j = static_cast<int>(b % 8);
+      const uint8_t* block = valid ? m.tile(g, b / 8) + static_cast<size_t>(i) * m.block_bytes : nullptr;
+      for (int h = 0; h < 2; ++h)
+        p.rho[static_cast<size_t>(((b - b0) * 2 + h) * kGradRowBlock + r)] =
+            valid ? q6k_d(block) * static_cast<float>(q6k_scale(block, 2 * j + h)) : 0.0f;
+      for (int k = 0; k < kQ8Block; ++k)
+        p.q[grad_index(b - b0, r, k)] = valid ? static_cast<uint8_t>(q6k_quant(block, 32 * j + k) - 32) : 0;
+    }
+  }
+  normalize_grad_scales(p);
+}
+
 void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   if (int8_has_offsets(m.type)) return pack_grad_kquant_tiles_scalar(m, rb, b0, b1, p);
+  if (m.type == QType::Q6_K) return pack_grad_q6k_tiles_scalar(m, rb, b0, b1, p);
   p.kind = tile_kind(m);
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
@@ -147,9 +187,13 @@ void forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq
     for (int64_t i = 0; i < nr; ++i) {
       float acc = 0.0f;
       for (int64_t b = 0; b < p.blocks; ++b) {
-        int32_t isum = 0;
+        int32_t isum = 0, half[2] = {0, 0};
         for (int64_t j = 0; j < kQ8Block; ++j)
-          isum += weight_value(p.kind, p.q[forward_index(b, i, j)]) * q[t * ldq + b * kQ8Block + j];
+          half[j / 16] += weight_value(p.kind, p.q[forward_index(b, i, j)]) * q[t * ldq + b * kQ8Block + j];
+        if (p.kind == Int8Kind::Signed6)  // the halves' integer scales (kernels_int8.h)
+          isum = p.sub_scale(b, 0, i) * half[0] + p.sub_scale(b, 1, i) * half[1];
+        else
+          isum = half[0] + half[1];
         acc = std::fma(static_cast<float>(isum), p.d[static_cast<size_t>(b * 8 + i)] * d[t * blocks + b], acc);
       }
       Y[t * ldy + i] = acc;
@@ -168,12 +212,14 @@ void grad_rows_scalar(const float* g, int64_t n, float* ey, int16_t* y, int64_t 
 void input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
                        int64_t n, const GradOut& out) {
   int8_t qv[kGradRowBlock];
+  const int64_t width = kQ8Block / p.parts;  // columns per scale block
   for (int64_t t = 0; t < nt; ++t)
-    for (int64_t b = 0; b < p.blocks; ++b) {
+    for (int64_t s = 0; s < p.scale_blocks(); ++s) {
+      const int64_t b = s / p.parts;
       for (int64_t r = 0; r < kGradRowBlock; ++r)
-        qv[r] = requantize_grad_value(Y[t * ldg + r], p.rho16[static_cast<size_t>(b * kGradRowBlock + r)]);
-      const float e = ey[t * lds] * p.m[static_cast<size_t>(b)];
-      for (int64_t j = 0; j < kQ8Block && b * kQ8Block + j < n; ++j) {
+        qv[r] = requantize_grad_value(Y[t * ldg + r], p.rho16[static_cast<size_t>(s * kGradRowBlock + r)]);
+      const float e = ey[t * lds] * p.m[static_cast<size_t>(s)];
+      for (int64_t j = (s % p.parts) * width; j < (s % p.parts + 1) * width && b * kQ8Block + j < n; ++j) {
         int32_t isum = 0;
         for (int64_t r = 0; r < kGradRowBlock; ++r) isum += static_cast<int8_t>(p.q[grad_index(b, r, j)]) * qv[r];
         const int64_t c = b * kQ8Block + j;
@@ -221,6 +267,21 @@ void kquant_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, Fo
     for (int64_t j = 0; j < 8; ++j) {
       p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.s[j];
       p.offset[static_cast<size_t>((sb * 8 + j) * 8 + i)] = sc.c[j];
+    }
+  }
+}
+
+void q6k_forward_panel_scales(const TiledMatrix& m, int64_t g, int64_t sb, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g);
+  const uint8_t* tile = m.tile(g, sb);
+  for (int64_t i = 0; i < 8; ++i) {
+    const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+    const float d = i < nr ? q6k_d(block) : 0.0f;
+    for (int64_t j = 0; j < 8; ++j) {
+      p.d[static_cast<size_t>((sb * 8 + j) * 8 + i)] = d;
+      for (int h = 0; h < 2; ++h)
+        p.sub_scales[static_cast<size_t>(((sb * 8 + j) * 2 + h) * 8 + i)] =
+            i < nr ? scale_pair(q6k_scale(block, static_cast<int>(2 * j + h))) : 0;
     }
   }
 }
@@ -283,7 +344,7 @@ float grad_block_scale(const float* g, int64_t nrows, float* inv) {
 }
 
 void normalize_grad_scales(GradPanel& p) {
-  for (int64_t b = 0; b < p.blocks; ++b) {
+  for (int64_t b = 0; b < p.scale_blocks(); ++b) {
     float* rho = p.rho.data() + b * kGradRowBlock;
     float m = 0.0f;
     for (int64_t r = 0; r < kGradRowBlock; ++r) m = std::max(m, std::fabs(rho[r]));
@@ -335,9 +396,11 @@ void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t 
 void forward_weight_sums(ForwardPanel& p) {
   for (int64_t b = 0; b < p.blocks; ++b)
     for (int64_t i = 0; i < 8; ++i) {
-      int32_t s = 0;
-      for (int64_t j = 0; j < kQ8Block; ++j) s += static_cast<int8_t>(p.q[forward_index(b, i, j)]);
-      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * s;
+      int32_t s[2] = {0, 0};
+      for (int64_t j = 0; j < kQ8Block; ++j) s[j / 16] += static_cast<int8_t>(p.q[forward_index(b, i, j)]);
+      p.wsum[static_cast<size_t>(b * 8 + i)] =
+          p.kind == Int8Kind::Signed6 ? 128 * (p.sub_scale(b, 0, i) * s[0] + p.sub_scale(b, 1, i) * s[1])
+                                      : 128 * (s[0] + s[1]);
     }
 }
 

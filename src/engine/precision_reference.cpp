@@ -14,15 +14,23 @@
 namespace nl::engine {
 namespace {
 
-// W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K/Q5_K quants and scales as stored (the
-// K-quants' with their offsets c), other types dequantized and requantized (kernels_int8.h).
+// W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K/Q5_K/Q6_K quants and scales as stored
+// (the K-quants' with their offsets c or Q6_K's integer scales of 16 columns), other types
+// dequantized and requantized (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
   std::vector<float> d;   // rows x blocks
   std::vector<float> c;   // rows x blocks: Q4_K/Q5_K's offsets, else empty
+  std::vector<int> sc;    // rows x blocks x 2: Q6_K's integer scales of each half, else empty
   int w(int64_t r, int64_t c) const { return q[static_cast<size_t>(r * blocks * kQ8Block + c)]; }
   float scale(int64_t r, int64_t b) const { return d[static_cast<size_t>(r * blocks + b)]; }
+  int parts() const { return sc.empty() ? 1 : 2; }
+  // The integer scale of part h of block b (1 without them), and the part's scale dw.
+  int int_scale(int64_t r, int64_t b, int h) const { return sc.empty() ? 1 : sc[static_cast<size_t>((r * blocks + b) * 2 + h)]; }
+  float part_scale(int64_t r, int64_t b, int h) const {
+    return sc.empty() ? scale(r, b) : scale(r, b) * static_cast<float>(int_scale(r, b, h));
+  }
 };
 
 Int8Weights int8_weights(const TensorView& W) {
@@ -52,6 +60,17 @@ Int8Weights int8_weights(const TensorView& W) {
             const int q4 = (blk[kQ4KQuantsOffset + 32 * (j / 2) + k] >> (4 * (j % 2))) & 0x0F;
             q[b * 32 + k] = static_cast<int8_t>(q5 ? q5k_quant(blk, j, k) - 16 : q4 - 8);
           }
+        }
+      }
+    } else if (W.type == QType::Q6_K) {  // w = d sc (q - 32) per half of 16
+      if (iw.sc.empty()) iw.sc.assign(iw.d.size() * 2, 0);
+      for (int64_t sb = 0; sb * 8 < iw.blocks; ++sb) {
+        const uint8_t* blk = W.row(r) + static_cast<size_t>(sb) * 210;
+        for (int j = 0; j < 8; ++j) {
+          const int64_t b = sb * 8 + j;
+          d[b] = q6k_d(blk);
+          for (int h = 0; h < 2; ++h) iw.sc[static_cast<size_t>((r * iw.blocks + b) * 2 + h)] = q6k_scale(blk, 2 * j + h);
+          for (int k = 0; k < 32; ++k) q[b * 32 + k] = static_cast<int8_t>(q6k_quant(blk, 32 * j + k) - 32);
         }
       }
     } else if (W.type == QType::Q4_0 || W.type == QType::Q8_0) {
@@ -86,7 +105,11 @@ void forward_int8(const TensorView& W, const float* X, int64_t T, float* Y) {
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         int32_t isum = 0;
-        for (int64_t j = 0; j < kQ8Block; ++j) isum += iw.w(r, b * kQ8Block + j) * qx[static_cast<size_t>(b * 32 + j)];
+        for (int h = 0; h < 2; ++h) {
+          int32_t half = 0;
+          for (int64_t j = 16 * h; j < 16 * h + 16; ++j) half += iw.w(r, b * kQ8Block + j) * qx[static_cast<size_t>(b * 32 + j)];
+          isum += iw.int_scale(r, b, h) * half;
+        }
         acc = std::fma(static_cast<float>(isum), iw.scale(r, b) * dx[static_cast<size_t>(b)], acc);
       }
       if (!iw.c.empty()) {  // Q4_K/Q5_K's offsets
@@ -112,14 +135,17 @@ void input_grad_int8(const TensorView& W, const float* dY, int64_t T, float* dX)
       float inv;
       const float ey = grad_block_scale(dY + t * rows + r0, nrows, &inv);
       for (int64_t i = 0; i < nrows; ++i) y16[i] = grad_y16(dY[t * rows + r0 + i], inv);
-      for (int64_t b = 0; b < iw.blocks; ++b) {
+      const int parts = iw.parts();
+      for (int64_t s = 0; s < iw.blocks * parts; ++s) {  // scale blocks: 32 columns, or 16 (Q6_K)
+        const int64_t b = s / parts, width = kQ8Block / parts, c0 = b * kQ8Block + (s % parts) * width;
+        const int h = static_cast<int>(s % parts);
         float m = 0.0f;
-        for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.scale(r0 + i, b)));
+        for (int64_t i = 0; i < nrows; ++i) m = std::max(m, std::fabs(iw.part_scale(r0 + i, b, h)));
         int qv[kGradRowBlock] = {};
         for (int64_t i = 0; i < nrows; ++i)
-          qv[i] = requantize_grad_value(y16[i], grad_rho16(m != 0.0f ? iw.scale(r0 + i, b) / m : 0.0f));
+          qv[i] = requantize_grad_value(y16[i], grad_rho16(m != 0.0f ? iw.part_scale(r0 + i, b, h) / m : 0.0f));
         const float e = ey * m;
-        for (int64_t c = b * kQ8Block; c < (b + 1) * kQ8Block && c < cols; ++c) {
+        for (int64_t c = c0; c < c0 + width && c < cols; ++c) {
           int32_t isum = 0;
           for (int64_t i = 0; i < nrows; ++i) isum += qv[i] * iw.w(r0 + i, c);
           dX[t * cols + c] = std::fma(static_cast<float>(isum), e, dX[t * cols + c]);

@@ -190,10 +190,10 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
     });
 
-// Q4_K's and Q5_K's int8 forward products take the weights as stored (kernels_int8.h:
-// s (q - 8) or s (q - 16) plus the offsets), so against the dequantized weights times the
-// quantized activations they differ by f32 rounding only; requantizing the weights to int8
-// would add ~1e-3.
+// Q4_K's, Q5_K's and Q6_K's int8 forward products take the weights as stored (kernels_int8.h:
+// s (q - 8) or s (q - 16) plus the offsets, d sc (q - 32)), so against the dequantized weights
+// times the quantized activations they differ by f32 rounding only; requantizing the weights
+// to int8 would add ~1e-3.
 class KQuantInt8 : public ::testing::TestWithParam<QType> {};
 TEST_P(KQuantInt8, ForwardUsesTheStoredWeights) {
   const QType type = GetParam();
@@ -223,7 +223,7 @@ TEST_P(KQuantInt8, ForwardUsesTheStoredWeights) {
   std::printf("[%s int8] worst |int8 - exact| / sum|w x| = %.2e\n", nl::qtype_info(type).name, worst);
   EXPECT_LT(worst, 1e-5);
 }
-INSTANTIATE_TEST_SUITE_P(Types, KQuantInt8, ::testing::Values(QType::Q4_K, QType::Q5_K),
+INSTANTIATE_TEST_SUITE_P(Types, KQuantInt8, ::testing::Values(QType::Q4_K, QType::Q5_K, QType::Q6_K),
                          [](const ::testing::TestParamInfo<QType>& i) { return std::string(nl::qtype_info(i.param).name); });
 
 // Rows of 1e6 (f16 overflow: max 65504) and 1e-8 (below half of f16's smallest subnormal,
@@ -277,8 +277,8 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
   }
 }
 
-// The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K and Q5_K weights (whose
-// quants it uses as stored) on every CPU, but for the signed panels (Q8_0, Q5_K) not on an
+// The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights (whose
+// quants it uses as stored) on every CPU, but for the signed panels (Q8_0, Q5_K, Q6_K) not on an
 // arm64 one without the dot-product extension, where the widening int8 kernels execute more
 // instructions than the f32 ones (the arm64 tests run under qemu both ways: -cpu max and
 // -cpu cortex-a53).
@@ -287,9 +287,9 @@ TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
 #if defined(__aarch64__)
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K}) {
+  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
     PrecisionModel mm(type, 32, 256, 13);
-    const bool cheaper = (type != QType::Q8_0 && type != QType::Q5_K) || dotprod;
+    const bool cheaper = type == QType::Q4_0 || type == QType::Q4_K || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
               cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})

@@ -211,6 +211,10 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       if (nl::engine::is_signed(p0.kind)) {
         ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + nb * 8, p1.wsum.begin())) << "weight sums, group " << g;
       }
+      if (p0.kind == nl::engine::Int8Kind::Signed6) {
+        ASSERT_TRUE(std::equal(p0.sub_scales.begin(), p0.sub_scales.begin() + nb * 16, p1.sub_scales.begin()))
+            << "sub-block scales, group " << g;
+      }
       ASSERT_EQ(p0.has_offsets, nl::engine::int8_has_offsets(s.type));
       ASSERT_EQ(p1.has_offsets, p0.has_offsets);
       if (p0.has_offsets) {
@@ -274,12 +278,14 @@ TEST_P(Int8Panels, PackersAndProductsMatchTheScalarSet) {
       GradPanel p0, p1;
       ref.pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p0);
       k->pack_grad_tiles(w.tiles, rb, b_lo, b_hi, p1);
-      const int64_t m = b_hi - b_lo;
+      const int64_t m = b_hi - b_lo, ms = m * p0.parts;  // column blocks, scale blocks
+      ASSERT_EQ(p0.parts, nl::engine::int8_grad_parts(s.type));
+      ASSERT_EQ(p1.parts, p0.parts);
       ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + m * nl::engine::kGradPanelBlockBytes, p1.q.begin()))
           << "grad panel, row block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + m * RB, p1.rho.begin())) << "grad ratios, block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + m * RB, p1.rho16.begin())) << "grad rho16 " << rb;
-      ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + m, p1.m.begin())) << "grad scale bounds, block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + ms * RB, p1.rho.begin())) << "grad ratios, block " << rb;
+      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + ms * RB, p1.rho16.begin())) << "grad rho16 " << rb;
+      ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + ms, p1.m.begin())) << "grad scale bounds, block " << rb;
       const int64_t n = m * 32;
       const int16_t* g = y16.data() + rb * RB;
       const float* eb = ey.data() + rb;
@@ -324,7 +330,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                            // Q4_K: whole and partial row groups, 1 and 2 super-blocks
                                            Int8Shape{QType::Q4_K, 64, 256}, Int8Shape{QType::Q4_K, 37, 512},
                                            // Q5_K (signed panels with offsets): the same
-                                           Int8Shape{QType::Q5_K, 64, 256}, Int8Shape{QType::Q5_K, 37, 512}),
+                                           Int8Shape{QType::Q5_K, 64, 256}, Int8Shape{QType::Q5_K, 37, 512},
+                                           // Q6_K (Signed6 panels: per-16 integer scales, grad in
+                                           // two parts per block): the same, and more column
+                                           // blocks than a pass
+                                           Int8Shape{QType::Q6_K, 64, 256}, Int8Shape{QType::Q6_K, 37, 512},
+                                           Int8Shape{QType::Q6_K, 100, 768}),
                          [](const ::testing::TestParamInfo<Int8Shape>& i) {
                            return std::string(nl::qtype_info(i.param.type).name) + "_" +
                                   std::to_string(i.param.rows) + "x" + std::to_string(i.param.cols);
@@ -358,11 +369,11 @@ struct BoundActivations {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> sum;
-  BoundActivations(int64_t T, int64_t nb)
+  BoundActivations(int64_t T, int64_t nb, int8_t low = -128)
       : q(static_cast<size_t>(T * nb * 32)), d(static_cast<size_t>(T * nb), 0.5f), sum(d.size()) {
     for (int64_t t = 0; t < T; ++t)
       for (int64_t b = 0; b < nb; ++b) {
-        const int8_t v = t % 2 == 0 ? -128 : 127;
+        const int8_t v = t % 2 == 0 ? low : 127;
         std::fill_n(q.begin() + (t * nb + b) * 32, 32, v);
         sum[static_cast<size_t>(t * nb + b)] = 32 * v;
       }
@@ -488,6 +499,60 @@ TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
       SCOPED_TRACE(k->isa);
       std::vector<float> y1(y0.size(), -1.0f);
       k->forward_pair(q.data(), d.data(), sum.data(), cols, T, p0, p1, 8, y1.data(), 16);
+      EXPECT_EQ(y1, y0) << "forward";
+      std::vector<float> d1(d0.size(), -1.0f);
+      k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d1.data(), cols});
+      EXPECT_EQ(d1, d0) << "input gradient";
+    }
+  }
+}
+
+// Q6_K's Signed6 panels at the bounds of their integer sums: every q 63 (value 31) or 0
+// (value -32), the sub-blocks' scales 127 and -128 in turn, against activations -127 or 127
+// in the forward (the plain AVX2 set sums 4 chunks of the sign trick in int16: 8 x 32 x 127;
+// -128, which only a non-finite activation gives, is not a bound the sign trick keeps) and
+// requantized dY of 127 (unsigned 255) in the input gradient (2 chunks per int16 run without
+// VNNI: 4 x 255 x 32). Every set gives the scalar bits.
+TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
+  constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
+  for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+    SCOPED_TRACE(fill == 0xFF ? "q = 63" : "q = 0");
+    const Tiled w(QType::Q6_K, RB, cols, 9);
+    nl::engine::TiledMatrix tiles = w.tiles;
+    for (int64_t g = 0; g < tiles.n_groups(); ++g)
+      for (int64_t i = 0; i < tiles.group_rows(g); ++i) {
+        uint8_t* block = const_cast<uint8_t*>(tiles.tile(g, 0)) + static_cast<size_t>(i) * tiles.block_bytes;
+        std::memset(block, fill, 128 + 64);  // the low nibbles and the high bit pairs
+        for (int sc = 0; sc < 16; ++sc) block[192 + sc] = sc % 2 == 0 ? 127 : 0x80;  // 127, -128
+        const uint16_t one = 0x3C00;  // d = 1
+        std::memcpy(block + 208, &one, 2);
+      }
+    const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+    const int64_t T = 6, nb = cols / 32;
+    const BoundActivations x(T, nb, -127);
+    ForwardPanel p0, p1;
+    ref.pack_forward_tiles(tiles, 0, p0);
+    ref.pack_forward_tiles(tiles, 1, p1);
+    ASSERT_EQ(p0.kind, nl::engine::Int8Kind::Signed6);
+    std::vector<float> y0(static_cast<size_t>(T * 16), -1.0f);
+    ref.forward_pair(x.q.data(), x.d.data(), x.sum.data(), cols, T, p0, p1, 8, y0.data(), 16);
+    const float v = fill == 0xFF ? 31.0f : -32.0f;
+    EXPECT_EQ(y0[0], nb * 16 * (127.0f - 128.0f) * v * -127.0f * 0.5f) << "the bound's sum, scaled back";
+    const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
+    std::vector<float> ey(static_cast<size_t>(T));
+    std::vector<int16_t> y16(static_cast<size_t>(T * RB));
+    for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
+    GradPanel gp;
+    ref.pack_grad_tiles(tiles, 0, 0, nb, gp);
+    ASSERT_EQ(gp.parts, 2);
+    std::vector<float> d0(static_cast<size_t>(T * cols), -1.0f);
+    ref.input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d0.data(), cols});
+    EXPECT_NEAR(d0[0], 64.0f * 0.25f * 127.0f * v, 1e-2f) << "the bound's sum, scaled back (scale 127)";
+    EXPECT_NEAR(d0[16], 64.0f * 0.25f * -128.0f * v, 1e-2f) << "the bound's sum, scaled back (scale -128)";
+    for (const Int8Kernels* k : simd_sets()) {
+      SCOPED_TRACE(k->isa);
+      std::vector<float> y1(y0.size(), -1.0f);
+      k->forward_pair(x.q.data(), x.d.data(), x.sum.data(), cols, T, p0, p1, 8, y1.data(), 16);
       EXPECT_EQ(y1, y0) << "forward";
       std::vector<float> d1(d0.size(), -1.0f);
       k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d1.data(), cols});
