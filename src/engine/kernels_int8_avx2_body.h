@@ -705,15 +705,10 @@ inline void keep_in_register(__m256i& v) { asm("" : "+x"(v)); }
 // Signed panels with kUnsignedActivations and kFlip: the activations (signed) are flipped to
 // q + 128 after the broadcast and the sums are those of q + 128 (subtract wsum).
 // kChunks: 8 (a forward block's 32 columns) or kGradChunks (an input-gradient row block).
-// Signed6 panels without VNNI: the sign trick summed in int16 over (at most) 4 chunks, exact:
-// |w| <= 32 and |sign(q, w)| <= 128, so 4 x 2 x 32 x 128 = 2^15 bounds the sums, reached only
-// at -2^15. (Like every sign trick, q = -128, which only a non-finite activation gives, has
-// no positive counterpart: there the sets may differ.)
 template <int NT, Int8Kind K, bool kFlip = false, int kChunks = 8>
 inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i part[NT]) {
-  static_assert(!kFlip || (K != Int8Kind::Nibble && kUnsignedActivations), "flipped activations need vpdpbusd");
+  static_assert(!kFlip || (K == Int8Kind::Signed && kUnsignedActivations), "flipped activations need vpdpbusd");
   static_assert(K == Int8Kind::Signed || kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
-  static_assert(K != Int8Kind::Signed6 || kChunks <= 4 || NL_INT8_VNNI, "Signed6's int16 sums hold 4 chunks");
   for (int t = 0; t < NT; ++t) part[t] = _mm256_setzero_si256();
   for (int c = 0; c < kChunks; ++c) {
     const __m256i wc = _mm256_loadu_si256(w + c);
@@ -728,12 +723,6 @@ inline void dot_tokens(const __m256i* w, const int8_t* x, int64_t ldx, __m256i p
     } else if constexpr (K == Int8Kind::Nibble) {
       for (int t = 0; t < NT; ++t) {
         part[t] = dot_unsigned_chunk(part[t], wc, broadcast_chunk(x + t * ldx + xc_at));
-        keep_in_register(part[t]);
-      }
-    } else if constexpr (K == Int8Kind::Signed6) {
-      const __m256i aw = _mm256_sign_epi8(wc, wc);
-      for (int t = 0; t < NT; ++t) {
-        part[t] = dot_unsigned_chunk(part[t], aw, _mm256_sign_epi8(broadcast_chunk(x + t * ldx + xc_at), wc));
         keep_in_register(part[t]);
       }
     } else {
@@ -764,7 +753,8 @@ template <int NT, bool kUnsignedX = false, bool kFlip = false, int kChunks = 8, 
 inline void dot_tokens_column_pair(const __m256i* w0, const __m256i* w1, const int8_t* x, int64_t ldx,
                                    __m256i part0[NT], __m256i part1[NT], __m256i start0 = _mm256_setzero_si256(),
                                    __m256i start1 = _mm256_setzero_si256()) {
-  static_assert(!kFlip || (kUnsignedX && NL_INT8_VNNI), "only unsigned activations are flipped, with vpdpbusd");
+  static_assert(!kFlip || (kUnsignedX && (NL_INT8_VNNI || kChunks <= 2)),
+                "only unsigned activations are flipped, with vpdpbusd or in Signed6's runs of 2 chunks");
   static_assert(kChunks <= 8 || NL_INT8_VNNI, "int16 pair sums hold 8 chunks");
   for (int t = 0; t < NT; ++t) {
     part0[t] = start0;
@@ -858,55 +848,12 @@ void forward_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t l
     forward_tokens<1, K>(q + t * ldq, d + t * blocks, sum + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
 }
 
-// NT tokens x a Signed6 panel's 8 rows (Q6_K): per block, each half's sums (dot_tokens over
-// its 4 chunks) times the half's integer scales, then the f32 chain. Without VNNI the sums are
-// int16 and vpmaddwd by the scale pairs multiplies and widens them in one instruction; with
-// it they are int32 sums of q + 128, multiplied (vpmulld) and less wsum.
-template <int NT>
-inline void forward_tokens6(const int8_t* q, const float* d, int64_t ldq, const ForwardPanel& p, int64_t nr, float* Y,
-                            int64_t ldy) {
-  const int64_t blocks = ldq / kQ8Block;
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < p.blocks; ++b) {
-    const __m256i* w = reinterpret_cast<const __m256i*>(p.q.data() + b * 256);
-    __m256i isum[NT];
-    for (int h = 0; h < 2; ++h) {
-      __m256i part[NT];
-      dot_tokens<NT, Int8Kind::Signed6, kUnsignedActivations, 4>(w + 4 * h, q + b * kQ8Block + 16 * h, ldq, part);
-      const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sub_scales.data() + (b * 2 + h) * 8));
-      for (int t = 0; t < NT; ++t) {
-#if NL_INT8_VNNI
-        const __m256i scaled = _mm256_mullo_epi32(part[t], _mm256_srai_epi32(pairs, 16));
-#else
-        const __m256i scaled = _mm256_madd_epi16(part[t], pairs);
-#endif
-        isum[t] = h == 0 ? scaled : _mm256_add_epi32(isum[t], scaled);
-      }
-    }
-    const __m256 dw = _mm256_loadu_ps(p.d.data() + b * 8);
-    for (int t = 0; t < NT; ++t) {
-      if constexpr (kUnsignedActivations)
-        isum[t] = _mm256_sub_epi32(isum[t], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.wsum.data() + b * 8)));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(d[t * blocks + b])), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) store_rows(Y + t * ldy, acc[t], nr);
-}
-
 void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy);
 
 void forward_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
                   int64_t nr, float* Y, int64_t ldy) {
-  if (p.kind == Int8Kind::Signed6) {
-    const int64_t blocks = ldq / kQ8Block;
-    int64_t t = 0;
-    for (; t + 4 <= nt; t += 4) forward_tokens6<4>(q + t * ldq, d + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
-    for (; t < nt; ++t) forward_tokens6<1>(q + t * ldq, d + t * blocks, ldq, p, nr, Y + t * ldy, ldy);
-    return;
-  }
-  if (!NL_INT8_VNNI && p.kind == Int8Kind::Signed5) {
+  if ((!NL_INT8_VNNI && p.kind == Int8Kind::Signed5) || p.kind == Int8Kind::Signed6) {
     // (The pair kernel with no rows of the second panel stored: one row group's work twice,
     // only for a matrix's odd last group.)
     if (nr == 8) {
@@ -1062,6 +1009,58 @@ inline void forward_tokens_pair5(const int8_t* q, const float* d, const int32_t*
 }
 #endif
 
+// Two Signed6 panels (Q6_K): the activations unsigned, q + 128 (flipped after each broadcast,
+// shared by both panels), against the signed values v = q - 32, less wsum (128 x the scaled
+// sums of v), exact for every activation. Each half's sums are multiplied by its integer
+// scales: without VNNI the products' pairs reach 2 x 255 x 32, so the int16 sums hold 2 chunks
+// and vpmaddwd by the scale pairs multiplies and widens each run; with VNNI (int32 sums of a
+// half's 4 chunks) vpmulld.
+template <int NT>
+inline void forward_tokens_pair6(const int8_t* q, const float* d, int64_t ldq, const ForwardPanel& p0,
+                                 const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
+  constexpr int kRun = NL_INT8_VNNI ? 4 : 2;
+  const int64_t blocks = ldq / kQ8Block;
+  __m256 acc0[NT], acc1[NT];
+  for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < p0.blocks; ++b) {
+    const __m256i* w0 = reinterpret_cast<const __m256i*>(p0.q.data() + b * 256);
+    const __m256i* w1 = reinterpret_cast<const __m256i*>(p1.q.data() + b * 256);
+    __m256i s0[NT], s1[NT];
+    for (int r = 0; r < 8 / kRun; ++r) {
+      __m256i r0[NT], r1[NT];
+      dot_tokens_column_pair<NT, true, true, kRun>(w0 + kRun * r, w1 + kRun * r, q + b * kQ8Block + 4 * kRun * r, ldq,
+                                                   r0, r1);
+      const int h = r * kRun / 4;
+      const auto scales = [&](const ForwardPanel& p) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.sub_scales.data() + (b * 2 + h) * 8));
+      };
+      const __m256i pairs0 = scales(p0), pairs1 = scales(p1);
+      for (int t = 0; t < NT; ++t) {
+#if NL_INT8_VNNI
+        const __m256i a = _mm256_mullo_epi32(r0[t], _mm256_srai_epi32(pairs0, 16));
+        const __m256i c = _mm256_mullo_epi32(r1[t], _mm256_srai_epi32(pairs1, 16));
+#else
+        const __m256i a = _mm256_madd_epi16(r0[t], pairs0), c = _mm256_madd_epi16(r1[t], pairs1);
+#endif
+        s0[t] = r == 0 ? a : _mm256_add_epi32(s0[t], a);
+        s1[t] = r == 0 ? c : _mm256_add_epi32(s1[t], c);
+      }
+    }
+    const __m256 dw0 = _mm256_loadu_ps(p0.d.data() + b * 8), dw1 = _mm256_loadu_ps(p1.d.data() + b * 8);
+    const __m256i ws0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0.wsum.data() + b * 8));
+    const __m256i ws1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1.wsum.data() + b * 8));
+    for (int t = 0; t < NT; ++t) {
+      const __m256 dx = _mm256_set1_ps(d[t * blocks + b]);
+      acc0[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s0[t], ws0)), _mm256_mul_ps(dw0, dx), acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s1[t], ws1)), _mm256_mul_ps(dw1, dx), acc1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    _mm256_storeu_ps(Y + t * ldy, acc0[t]);
+    store_rows(Y + t * ldy + 8, acc1[t], nr1);
+  }
+}
+
 template <Int8Kind K>
 void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
@@ -1086,8 +1085,12 @@ void forward_pair_kind(const int8_t* q, const float* d, const int32_t* sum, int6
 
 void forward_pair_avx2(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p0, const ForwardPanel& p1, int64_t nr1, float* Y, int64_t ldy) {
-  if (p0.kind == Int8Kind::Signed6 || p1.kind == Int8Kind::Signed6) {
-    forward_pair_by_calls<forward_avx2>(q, d, sum, ldq, nt, p0, p1, nr1, Y, ldy);
+  if (p0.kind == Int8Kind::Signed6 && p1.kind == Int8Kind::Signed6) {
+    const int64_t blocks = ldq / kQ8Block;
+    int64_t t = 0;
+    for (; t + 2 <= nt; t += 2)
+      forward_tokens_pair6<2>(q + t * ldq, d + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
+    for (; t < nt; ++t) forward_tokens_pair6<1>(q + t * ldq, d + t * blocks, ldq, p0, p1, nr1, Y + t * ldy, ldy);
     return;
   }
   if (p0.kind == Int8Kind::Nibble && p1.kind == Int8Kind::Nibble) {

@@ -369,11 +369,11 @@ struct BoundActivations {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> sum;
-  BoundActivations(int64_t T, int64_t nb, int8_t low = -128)
+  BoundActivations(int64_t T, int64_t nb)
       : q(static_cast<size_t>(T * nb * 32)), d(static_cast<size_t>(T * nb), 0.5f), sum(d.size()) {
     for (int64_t t = 0; t < T; ++t)
       for (int64_t b = 0; b < nb; ++b) {
-        const int8_t v = t % 2 == 0 ? low : 127;
+        const int8_t v = t % 2 == 0 ? -128 : 127;
         std::fill_n(q.begin() + (t * nb + b) * 32, 32, v);
         sum[static_cast<size_t>(t * nb + b)] = 32 * v;
       }
@@ -508,11 +508,10 @@ TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
 }
 
 // Q6_K's Signed6 panels at the bounds of their integer sums: every q 63 (value 31) or 0
-// (value -32), the sub-blocks' scales 127 and -128 in turn, against activations -127 or 127
-// in the forward (the plain AVX2 set sums 4 chunks of the sign trick in int16: 8 x 32 x 127;
-// -128, which only a non-finite activation gives, is not a bound the sign trick keeps) and
-// requantized dY of 127 (unsigned 255) in the input gradient (2 chunks per int16 run without
-// VNNI: 4 x 255 x 32). Every set gives the scalar bits.
+// (value -32), the sub-blocks' scales 127 and -128 in turn, against activations -128 or 127
+// (unsigned 0 or 255) in the forward and requantized dY of 127 (unsigned 255) in the input
+// gradient: without VNNI the AVX2 kernels sum 2 chunks per int16 run in both (4 x 255 x 32).
+// Every set gives the scalar bits.
 TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
   constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
   for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
@@ -529,7 +528,7 @@ TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
       }
     const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
     const int64_t T = 6, nb = cols / 32;
-    const BoundActivations x(T, nb, -127);
+    const BoundActivations x(T, nb);
     ForwardPanel p0, p1;
     ref.pack_forward_tiles(tiles, 0, p0);
     ref.pack_forward_tiles(tiles, 1, p1);
@@ -537,7 +536,7 @@ TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
     std::vector<float> y0(static_cast<size_t>(T * 16), -1.0f);
     ref.forward_pair(x.q.data(), x.d.data(), x.sum.data(), cols, T, p0, p1, 8, y0.data(), 16);
     const float v = fill == 0xFF ? 31.0f : -32.0f;
-    EXPECT_EQ(y0[0], nb * 16 * (127.0f - 128.0f) * v * -127.0f * 0.5f) << "the bound's sum, scaled back";
+    EXPECT_EQ(y0[0], nb * 16 * (127.0f - 128.0f) * v * -128.0f * 0.5f) << "the bound's sum, scaled back";
     const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
     std::vector<float> ey(static_cast<size_t>(T));
     std::vector<int16_t> y16(static_cast<size_t>(T * RB));
