@@ -158,13 +158,16 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Q4_0/Q8_0/Q4_K/Q5_K tiles give the int8 kernels their quants as stored; other types are
-// requantized.
+// Q4_0/Q8_0/Q4_K/Q5_K/Q6_K tiles give the int8 kernels their quants as stored; other types
+// are requantized.
 bool int8_native(const ResidentMatrix& m) { return m.tiled() && engine::int8_uses_stored_quants(m.type); }
-// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles; other types' few-token
-// products run in f32 where its matrix-vector kernel does (mode_for_tokens).
-bool int8_matvec_native(const ResidentMatrix& m) {
-  return m.tiled() && (m.type == QType::Q4_0 || m.type == QType::Q8_0);
+// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles, and the K-quants'
+// where the set has them (kquants); other types' few-token products run in f32 where its
+// matrix-vector kernel does (mode_for_tokens).
+bool int8_matvec_native(const engine::MatvecKernels& k, const ResidentMatrix& m) {
+  if (!m.tiled()) return false;
+  const bool kquant = m.type == QType::Q4_K || m.type == QType::Q5_K || m.type == QType::Q6_K;
+  return m.type == QType::Q4_0 || m.type == QType::Q8_0 || (k.kquants && kquant);
 }
 
 // Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
@@ -639,7 +642,7 @@ class CpuEngine final : public FrozenEngine {
 
   Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const override {
     const ResidentMatrix& m = at(h);
-    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_matvec_native(m) && f32_matvec_runs(m))
+    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_matvec_native(matvec_, m) && f32_matvec_runs(m))
       return Precision::F32;
     return p;
   }
@@ -929,9 +932,10 @@ class CpuEngine final : public FrozenEngine {
       });
       if (int8_offsets(m))
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
-      if (T <= kMatvecMaxTokens && int8_matvec_native(m)) {  // one token (or a few): matrix-vector kernels
+      if (T <= kMatvecMaxTokens && int8_matvec_native(matvec_, m)) {  // one token (or a few): matrix-vector kernels
+        const float* z = int8_offsets(m) ? x8_.z.data() : nullptr;
         for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
-          matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), T, job.out, m.rows);
+          matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), z, T, job.out, m.rows);
         });
         return;
       }

@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "kernels.h"
+#include "kernels_int8.h"
 #include "kernels_matvec.h"
 
 #ifndef NL_MATVEC_VNNI
@@ -114,28 +115,164 @@ void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(Y + t * ldy + g * 8, acc[t]);
 }
 
+// The quants u of 32-value block j (of 8) of one row's K-quant block, unsigned: Q4_K's
+// nibbles (value u - 8), Q5_K's 5 bits (u - 16), Q6_K's 6 bits (u - 32); the bits of
+// kernels_int8.h's q5k_quant and q6k_quant.
+template <QType kType>
+inline __m256i kquant_quants(const uint8_t* block, int j) {
+  const auto load = [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (kType == QType::Q6_K) {
+    const int n = j / 4, quarter = j % 4;
+    const __m256i ql = load(block + 64 * n + 32 * (quarter & 1)), qh = load(block + kQ6KHighBitsOffset + 32 * n);
+    const __m256i nib = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+    const __m256i pair = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
+    return _mm256_or_si256(nib, _mm256_slli_epi16(pair, 4));
+  } else {
+    const size_t quants = kType == QType::Q5_K ? kQ5KQuantsOffset : kQ4KQuantsOffset;
+    const __m256i raw = load(block + quants + 32 * (j / 2));
+    const __m256i nib = _mm256_and_si256(j % 2 == 0 ? raw : _mm256_srli_epi16(raw, 4), low4);
+    if constexpr (kType == QType::Q4_K) return nib;
+    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load(block + kQ5KHighBitsOffset), _mm_cvtsi32_si128(j)),
+                                         _mm256_set1_epi8(1));
+    return _mm256_or_si256(nib, _mm256_slli_epi16(bit, 4));
+  }
+}
+
+// The 8 halves in the low 16 bits of v's lanes as floats.
+inline __m256 low_halves(__m256i v) {
+  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF));
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(lo, lo), 0x08)));
+}
+
+// kquant_block_scales (kernels_int8.h) for the 8 rows of a Q4_K/Q5_K tile at once, row i's
+// block at tile + i * stride: s[j] and c[j] hold sub-block j's scales and offsets of the 8
+// rows. The same unpacking per 32-bit word and the same products (exact), so the same floats.
+inline void kquant_scales8(const uint8_t* tile, int stride, float mid, __m256 s[8], __m256 c[8]) {
+  const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+  const auto word = [&](int offset) {
+    return _mm256_i32gather_epi32(reinterpret_cast<const int*>(tile + offset), at, 1);
+  };
+  const __m256i dm = word(0), u0 = word(4), u1 = word(8), u2 = word(12);
+  const __m256 d = low_halves(dm), dmin = low_halves(_mm256_srli_epi32(dm, 16));
+  const __m256i six = _mm256_set1_epi32(0x3f3f3f3f), four = _mm256_set1_epi32(0x0f0f0f0f),
+                top = _mm256_set1_epi32(0x30303030), byte = _mm256_set1_epi32(0xFF);
+  const __m256i sc[2] = {_mm256_and_si256(u0, six),
+                         _mm256_or_si256(_mm256_and_si256(u2, four), _mm256_and_si256(_mm256_srli_epi32(u0, 2), top))};
+  const __m256i mn[2] = {_mm256_and_si256(u1, six), _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), four),
+                                                                    _mm256_and_si256(_mm256_srli_epi32(u1, 2), top))};
+  const __m256 vmid = _mm256_set1_ps(mid);
+  for (int j = 0; j < 8; ++j) {
+    const __m128i shift = _mm_cvtsi32_si128(8 * (j % 4));
+    const __m256 scf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(sc[j / 4], shift), byte));
+    const __m256 mnf = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(mn[j / 4], shift), byte));
+    s[j] = _mm256_mul_ps(d, scf);
+    c[j] = _mm256_sub_ps(_mm256_mul_ps(vmid, s[j]), _mm256_mul_ps(dmin, mnf));
+  }
+}
+
+// A K-quant row group (8 rows), NT tokens: per 32-value block each row's unsigned quants u
+// (kquant_quants) times the token's activations (vpmaddubsw: |u x| <= 63 x 128, no
+// saturation), the rows' sums reduced across lanes, less the unsigned quants' offset.
+// Q4_K, Q5_K: vpmaddwd by ones, then less mid x the block's activation sum (8, 16: the
+// quantizer's sum). Q6_K: the int16 pairs less those of 32 x the activations (|(u - 32) x|
+// pairs <= 2 x 32 x 128), then vpmaddwd by the integer scales of the block's two halves
+// (columns 0-15 are the low int16 pairs, 16-31 the high). Then the definition's chains, lane
+// by lane; Q4_K/Q5_K's offsets in a second chain (their factors z), added at the end as the
+// panel path adds them.
+template <int NT, QType kType>
+void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, const int32_t* sum,
+                  const float* z, float* Y, int64_t ldy) {
+  constexpr bool kQ6 = kType == QType::Q6_K;
+  const int64_t nsb = m.n_blocks(), nb = m.cols / 32;
+  const int stride = static_cast<int>(m.block_bytes);
+  const __m256i ones16 = _mm256_set1_epi16(1), thirty_two = _mm256_set1_epi8(32);
+  __m256 acc[NT], corr[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = corr[t] = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    const auto row = [&](int i) { return tile + static_cast<size_t>(i) * m.block_bytes; };
+    __m256 s[8], c[8];       // per block j: the 8 rows' scales (Q6_K: d) and offsets
+    __m128i sc16[8][2];      // Q6_K: per row, sub-blocks 0-7 and 8-15's integer scales as int16
+    if constexpr (kQ6) {
+      // d is the block's last 2 bytes: the high half of the word at 206 (inside the block).
+      const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+      const __m256i words = _mm256_i32gather_epi32(reinterpret_cast<const int*>(tile + kQ6KScaleOffset - 2), at, 1);
+      const __m256 dd = low_halves(_mm256_srli_epi32(words, 16));
+      for (int j = 0; j < 8; ++j) s[j] = dd;
+      for (int i = 0; i < 8; ++i) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row(i) + kQ6KScalesOffset));
+        sc16[i][0] = _mm_cvtepi8_epi16(bytes);
+        sc16[i][1] = _mm_cvtepi8_epi16(_mm_srli_si128(bytes, 8));
+      }
+    } else {
+      kquant_scales8(tile, stride, kquant_mid(kType), s, c);
+    }
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = sb * 8 + j;
+      __m256i u[8], pairs[8];
+      for (int i = 0; i < 8; ++i) {
+        u[i] = kquant_quants<kType>(row(i), j);
+        if constexpr (kQ6) {  // int16 element 2j and 2j + 1 of the row's scales, 8 times each
+          const __m128i v = sc16[i][j / 4];
+          const int k = 2 * (j % 4);
+          const __m128i lo = _mm_set1_epi16(static_cast<int16_t>(2 * k | (2 * k + 1) << 8));
+          const __m128i hi = _mm_set1_epi16(static_cast<int16_t>(2 * k + 2 | (2 * k + 3) << 8));
+          pairs[i] = _mm256_setr_m128i(_mm_shuffle_epi8(v, lo), _mm_shuffle_epi8(v, hi));
+        } else {
+          pairs[i] = ones16;
+        }
+      }
+      for (int t = 0; t < NT; ++t) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + (t * nb + b) * 32));
+        __m256i part[8];
+        if constexpr (kQ6) {
+          const __m256i x32 = _mm256_maddubs_epi16(thirty_two, x);
+          for (int i = 0; i < 8; ++i)
+            part[i] = _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u[i], x), x32), pairs[i]);
+        } else {
+          for (int i = 0; i < 8; ++i) part[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], x), pairs[i]);
+        }
+        __m256i isum = reduce_rows(part);
+        if constexpr (!kQ6) isum = _mm256_sub_epi32(isum, _mm256_set1_epi32((kType == QType::Q5_K ? 16 : 8) * sum[t * nb + b]));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(s[j], _mm256_set1_ps(d[t * nb + b])), acc[t]);
+        if constexpr (!kQ6) corr[t] = _mm256_fmadd_ps(c[j], _mm256_set1_ps(z[t * nb + b]), corr[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    _mm256_storeu_ps(Y + t * ldy + g * 8, kQ6 ? acc[t] : _mm256_add_ps(acc[t], corr[t]));
+}
+
 template <int NT>
-void full_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, const int32_t* sum, float* Y,
-                int64_t ldy) {
-  if (m.type == QType::Q4_0) q4_0_group<NT>(m, g, q, d, sum, Y, ldy);
-  else q8_0_group<NT>(m, g, q, d, Y, ldy);
+void full_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d, const int32_t* sum, const float* z,
+                float* Y, int64_t ldy) {
+  switch (m.type) {
+    case QType::Q4_0: return q4_0_group<NT>(m, g, q, d, sum, Y, ldy);
+    case QType::Q4_K: return kquant_group<NT, QType::Q4_K>(m, g, q, d, sum, z, Y, ldy);
+    case QType::Q5_K: return kquant_group<NT, QType::Q5_K>(m, g, q, d, sum, z, Y, ldy);
+    case QType::Q6_K: return kquant_group<NT, QType::Q6_K>(m, g, q, d, sum, z, Y, ldy);
+    default: return q8_0_group<NT>(m, g, q, d, Y, ldy);
+  }
 }
 
 void int8_tiles_avx2(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t* q, const float* d,
-                     const int32_t* sum, int64_t nt, float* Y, int64_t ldy) {
-  const int64_t nb = m.n_blocks();
+                     const int32_t* sum, const float* z, int64_t nt, float* Y, int64_t ldy) {
+  const int64_t nb = m.cols / 32;
   for (int64_t g = g0; g < g1; ++g) {
     if (m.group_rows(g) < 8) {  // a partial last group: its tiles hold fewer rows
-      matvec_int8_group_scalar(m, g, q, d, nt, Y, ldy);
+      matvec_int8_group_scalar(m, g, q, d, z, nt, Y, ldy);
       continue;
     }
-    int64_t t = 0;
-    for (; t + 4 <= nt; t += 4) full_group<4>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy);
-    switch (nt - t) {
-      case 3: full_group<3>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
-      case 2: full_group<2>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
-      case 1: full_group<1>(m, g, q + t * nb * 32, d + t * nb, sum + t * nb, Y + t * ldy, ldy); break;
-      default: break;
+    for (int64_t t = 0; t < nt; t += 4) {
+      const float* zt = z ? z + t * nb : nullptr;
+      const int8_t* qt = q + t * nb * 32;
+      switch (std::min<int64_t>(4, nt - t)) {
+        case 4: full_group<4>(m, g, qt, d + t * nb, sum + t * nb, zt, Y + t * ldy, ldy); break;
+        case 3: full_group<3>(m, g, qt, d + t * nb, sum + t * nb, zt, Y + t * ldy, ldy); break;
+        case 2: full_group<2>(m, g, qt, d + t * nb, sum + t * nb, zt, Y + t * ldy, ldy); break;
+        default: full_group<1>(m, g, qt, d + t * nb, sum + t * nb, zt, Y + t * ldy, ldy); break;
+      }
     }
   }
 }

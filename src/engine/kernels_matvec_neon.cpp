@@ -54,9 +54,9 @@ void full_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
 }
 
 void int8_tiles_neon(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_t* q, const float* d, const int32_t*,
-                     int64_t nt, float* Y, int64_t ldy) {
+                     const float*, int64_t nt, float* Y, int64_t ldy) {
   for (int64_t g = g0; g < g1; ++g) {
-    if (m.group_rows(g) < 8) matvec_int8_group_scalar(m, g, q, d, nt, Y, ldy);
+    if (m.group_rows(g) < 8) matvec_int8_group_scalar(m, g, q, d, nullptr, nt, Y, ldy);
     else full_group(m, g, q, d, nt, Y, ldy);
   }
 }

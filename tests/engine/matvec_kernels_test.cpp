@@ -1,5 +1,6 @@
 // The matrix-vector kernels of the cpu engine (src/engine/kernels_matvec.h), which run the
-// int8 products of one to four tokens on Q4_0/Q8_0 tiles (a decoder's one-token steps):
+// int8 products of one to four tokens on Q4_0/Q8_0 tiles and, in the scalar and AVX2 sets,
+// Q4_K/Q5_K/Q6_K tiles (a decoder's one-token steps):
 //  - every set this machine runs (scalar, AVX2, AVX-VNNI, NEON) reproduces the int8
 //    definition (precision_reference.h) bit for bit, for 1 to 6 tokens, with full and
 //    partial row groups;
@@ -68,7 +69,12 @@ struct Shape {
 };
 const Shape kShapes[] = {{QType::Q4_0, 64, 256}, {QType::Q8_0, 64, 256},   // whole row groups
                          {QType::Q4_0, 43, 96},  {QType::Q8_0, 43, 96},    // a partial last group
-                         {QType::Q4_0, 8, 32},   {QType::Q8_0, 5, 32}};    // one block; a lone partial group
+                         {QType::Q4_0, 8, 32},   {QType::Q8_0, 5, 32},     // one block; a lone partial group
+                         // the K-quants: offsets (Q4_K, Q5_K), per-16 integer scales (Q6_K)
+                         {QType::Q4_K, 64, 512}, {QType::Q5_K, 43, 256}, {QType::Q6_K, 64, 512},
+                         {QType::Q6_K, 43, 256}, {QType::Q4_K, 5, 256}};
+
+bool kquant(QType t) { return t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K; }
 
 std::string name(const Shape& s) {
   return std::string(nl::qtype_info(s.type).name) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
@@ -94,12 +100,15 @@ TEST(MatvecKernels, EverySetReproducesTheInt8Definition) {
       std::vector<int32_t> sum(static_cast<size_t>(nt * nb));
       for (int64_t t = 0; t < nt; ++t)
         quant.quantize_row(X.data() + t * s.cols, s.cols, q.data() + t * nb * 32, d.data() + t * nb, sum.data() + t * nb);
+      std::vector<float> z(d.size());  // the offsets' factors (Q4_K, Q5_K)
+      nl::engine::forward_offset_factors(d.data(), sum.data(), nt * nb, z.data());
       for (const MatvecKernels* k : matvec_sets()) {
+        if (kquant(s.type) && !k->kquants) continue;
         std::vector<float> got(want.size(), NAN);
         // In two calls (row groups split), as the engine's tasks make them.
         const int64_t half = groups / 2;
-        k->int8_tiles(m.tiles, 0, half, q.data(), d.data(), sum.data(), nt, got.data(), s.rows);
-        k->int8_tiles(m.tiles, half, groups, q.data(), d.data(), sum.data(), nt, got.data(), s.rows);
+        k->int8_tiles(m.tiles, 0, half, q.data(), d.data(), sum.data(), z.data(), nt, got.data(), s.rows);
+        k->int8_tiles(m.tiles, half, groups, q.data(), d.data(), sum.data(), z.data(), nt, got.data(), s.rows);
         EXPECT_EQ(got, want) << k->isa << ", " << name(s) << ", " << nt << " tokens";
       }
     }
@@ -128,7 +137,7 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
                          Shape{QType::F16, 40, 160}, Shape{QType::F16, 136, 64}, Shape{QType::Q4_K, 24, 512},
                          Shape{QType::Q4_K, 136, 256}, Shape{QType::Q5_K, 88, 512}, Shape{QType::Q6_K, 40, 256},
                          Shape{QType::Q6_K, 136, 512}}) {
-    // (F16, Q4_K, Q6_K: the f32 kernel only; int8 keeps the panels for them)
+    // (F16: the f32 kernel only; int8 keeps the panels for it)
     MatvecModel mm(s.type, s.rows, s.cols);
     const int64_t T = 40;
     const std::vector<float> X = nltest::random_vec(static_cast<size_t>(T * s.cols), 21);
@@ -178,9 +187,10 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
 }
 
 // What a decoder's one-token step asks for (FrozenEngine::mode_for_tokens): int8 stays int8
-// on Q4_0/Q8_0 tiles (the int8 matrix-vector kernels) and for more tokens than those kernels
-// take; on other tiled types it becomes f32 exactly where the f32 matrix-vector kernel runs
-// (an AVX2 set and whole row groups), whose products are then the f32 mode's bits.
+// on Q4_0/Q8_0 tiles and the K-quants' where the set has their kernels (scalar, AVX2: not
+// NEON), and for more tokens than those kernels take; on other tiled types it becomes f32
+// exactly where the f32 matrix-vector kernel runs (an AVX2 set and whole row groups), whose
+// products are then the f32 mode's bits.
 TEST(MatvecKernels, FewTokenInt8ProductsOnRequantizedTypesRunInF32WhereThatIsTheMatvecPath) {
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::F16, 40, 160},
                          Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}, Shape{QType::Q6_K, 43, 256}}) {
@@ -192,7 +202,8 @@ TEST(MatvecKernels, FewTokenInt8ProductsOnRequantizedTypesRunInF32WhereThatIsThe
       auto e = nl::make_engine(mm.model, o);
       const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
       const std::string what = name(s) + ", " + e->isa();
-      const bool native = s.type == QType::Q4_0 || s.type == QType::Q8_0;
+      const bool native =
+          s.type == QType::Q4_0 || s.type == QType::Q8_0 || (kquant(s.type) && e->isa().rfind("neon", 0) != 0);
       const bool f32_matvec = e->isa().rfind("avx2", 0) == 0 && s.rows % 8 == 0;
       for (int64_t n = 1; n <= 5; ++n) {
         const Precision want = !native && f32_matvec && n <= 4 ? Precision::F32 : Precision::Int8;
