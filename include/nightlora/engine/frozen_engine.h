@@ -73,7 +73,8 @@ class FrozenEngine {
 
   // The mode a product of `tokens` tokens on h should run in when mode p is asked for:
   // p, or f32 where that is exact and cheaper for so few tokens (the cpu engine's int8 mode
-  // requantizes weights other than Q4_0/Q8_0 per product, which a one-token product pays
+  // requantizes F16/F32 weights per product (and on arm64 the K-quants' few-token products
+  // take the panels), which a one-token product pays
   // for every weight, while its f32 matrix-vector kernel reads them once). A decoder asks
   // it for its one-token steps; training keeps its plan's modes.
   virtual Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const {
