@@ -7,6 +7,9 @@
 // activations, selected by lane, with 4 bytes of 4 panel lanes and adds into 4 int32. The
 // including file sets the target pragma; everything here has internal linkage, so each
 // compilation is its own set. Both read the same panels and give the same integers.
+// Signed6 (Q6_K) panels keep each half block's sums apart until they are multiplied by the
+// rows' integer scales (dot_tokens_q6k), and their input gradient requantizes dY per half
+// (GradPanel::parts).
 //
 // In forward panels Q4_0 nibbles (0..15) are valid signed bytes, so the nibble offset is the
 // same "- 8 * sum q" as on AVX2; input-gradient panels hold the values u - 8 (signed), which
@@ -76,33 +79,36 @@ void quantize_row_neon(const float* x, int64_t n, int8_t* q, float* d, int32_t* 
 // Dot products of the 8 lanes of one 32-value panel block (8 chunks of 32 bytes at w) with
 // NT tokens' activation blocks: lanes 0..3 of token t in lo[t], 4..7 in hi[t]. Each weight
 // chunk is loaded once for the NT tokens. sdot takes token t's values 0..15 in x0[t] and
-// 16..31 in x1[t]; the widening products read its 32 int8 at x + t * ldx. kAccumulate: sdot
+// 16..31 in x1[t], one half block at a time (dot_half_sdot: chunks 0..3 at w against lanes
+// 0..3 of x[t]); the widening products read its 32 int8 at x + t * ldx. kAccumulate: sdot
 // adds to lo and hi instead of starting from zero.
 #if NL_INT8_DOTPROD
 template <int NT, bool kAccumulate = false>
-inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
-                            int32x4_t hi[NT]) {
+inline void dot_half_sdot(const uint8_t* w, const int8x16_t x[NT], int32x4_t lo[NT], int32x4_t hi[NT]) {
   if (!kAccumulate)
     for (int t = 0; t < NT; ++t) lo[t] = hi[t] = vdupq_n_s32(0);
-  // The lane of vdotq_laneq_s32 must be a constant: chunk c is lane c % 4 of x0 or x1.
-#define NL_SDOT_CHUNK(c, xv, lane)                                        \
+  // The lane of vdotq_laneq_s32 must be a constant: chunk c is lane c of x.
+#define NL_SDOT_CHUNK(c)                                                  \
   {                                                                       \
     const int8x16_t wa = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32));     \
     const int8x16_t wb = vreinterpretq_s8_u8(vld1q_u8(w + (c) * 32 + 16)); \
     for (int t = 0; t < NT; ++t) {                                        \
-      lo[t] = vdotq_laneq_s32(lo[t], wa, xv[t], lane);                    \
-      hi[t] = vdotq_laneq_s32(hi[t], wb, xv[t], lane);                    \
+      lo[t] = vdotq_laneq_s32(lo[t], wa, x[t], c);                        \
+      hi[t] = vdotq_laneq_s32(hi[t], wb, x[t], c);                        \
     }                                                                     \
   }
-  NL_SDOT_CHUNK(0, x0, 0)
-  NL_SDOT_CHUNK(1, x0, 1)
-  NL_SDOT_CHUNK(2, x0, 2)
-  NL_SDOT_CHUNK(3, x0, 3)
-  NL_SDOT_CHUNK(4, x1, 0)
-  NL_SDOT_CHUNK(5, x1, 1)
-  NL_SDOT_CHUNK(6, x1, 2)
-  NL_SDOT_CHUNK(7, x1, 3)
+  NL_SDOT_CHUNK(0)
+  NL_SDOT_CHUNK(1)
+  NL_SDOT_CHUNK(2)
+  NL_SDOT_CHUNK(3)
 #undef NL_SDOT_CHUNK
+}
+
+template <int NT, bool kAccumulate = false>
+inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8x16_t x1[NT], int32x4_t lo[NT],
+                            int32x4_t hi[NT]) {
+  dot_half_sdot<NT, kAccumulate>(w, x0, lo, hi);
+  dot_half_sdot<NT, true>(w + 4 * 32, x1, lo, hi);
 }
 #endif
 
@@ -114,8 +120,10 @@ inline void dot_tokens_sdot(const uint8_t* w, const int8x16_t x0[NT], const int8
 // in two runs of 8 chunks). Other panels (|w| up to 128) widen every chunk. The high halves
 // go through the _high forms (smull2, smlal2), not a copy of the upper 8 bytes. kChunks:
 // 4-byte chunks of x per token (32 values in the forward's blocks, the 64 rows of an
-// input-gradient row block).
-template <int NT, bool kSmall, int kChunks = 8>
+// input-gradient row block). kNegated (kSmall only): the sums of the negated products
+// (vmlsl_s8), for Signed6's values (-32..31): -(w x) is within [-4096, 4064], so 8 chunks
+// stay within int16 even at x = -128 (a non-finite input's), where 8 x 4096 would not.
+template <int NT, bool kSmall, int kChunks = 8, bool kNegated = false>
 inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
   // Lanes of acc[t][k]: [lane 2k: two pair sums][lane 2k+1: two pair sums]; lane j of
   // sum16[t][k]: panel lane 2k + j / 4, byte j % 4.
@@ -132,7 +140,12 @@ inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, 
       int32_t chunk;
       std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
       const int8x16_t xc = vreinterpretq_s8_s32(vdupq_n_s32(chunk));
-      if constexpr (kSmall) {
+      if constexpr (kNegated) {
+        sum16[t][0] = vmlsl_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));
+        sum16[t][1] = vmlsl_high_s8(sum16[t][1], w0, xc);
+        sum16[t][2] = vmlsl_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));
+        sum16[t][3] = vmlsl_high_s8(sum16[t][3], w1, xc);
+      } else if constexpr (kSmall) {
         sum16[t][0] = vmlal_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));
         sum16[t][1] = vmlal_high_s8(sum16[t][1], w0, xc);
         sum16[t][2] = vmlal_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));
@@ -168,6 +181,80 @@ inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t
 #endif
 }
 
+#if !NL_INT8_DOTPROD
+// Half h of a Signed6 block for the widening set (dot_tokens_q6k): its chunks 0..3 at w
+// against x + t * ldx, each lane's 4 negated products summed in int16 (vmlsl_s8), then pairs
+// of lanes (vpaddq_s16): rows 4i..4i+3 in pairs[t][h][i], each row's two pairs in turn.
+template <int NT>
+inline void half_pairs_q6k(const uint8_t* w, const int8_t* x, int64_t ldx, int16x8_t pairs[NT][2][2], int h) {
+  // Lane j of sum16[t][k]: panel lane 2k + j / 4, byte j % 4.
+  int16x8_t sum16[NT][4];
+  for (int t = 0; t < NT; ++t)
+    for (int k = 0; k < 4; ++k) sum16[t][k] = vdupq_n_s16(0);
+  for (int c = 0; c < 4; ++c) {
+    const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32)), w1 = vreinterpretq_s8_u8(vld1q_u8(w + c * 32 + 16));
+    for (int t = 0; t < NT; ++t) {
+      int32_t chunk;
+      std::memcpy(&chunk, x + t * ldx + 4 * c, 4);
+      const int8x16_t xc = vreinterpretq_s8_s32(vdupq_n_s32(chunk));
+      sum16[t][0] = vmlsl_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));
+      sum16[t][1] = vmlsl_high_s8(sum16[t][1], w0, xc);
+      sum16[t][2] = vmlsl_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));
+      sum16[t][3] = vmlsl_high_s8(sum16[t][3], w1, xc);
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    for (int i = 0; i < 2; ++i) pairs[t][h][i] = vpaddq_s16(sum16[t][2 * i], sum16[t][2 * i + 1]);
+}
+#endif
+
+// Signed6 panels (Q6_K): isum of kernels_int8.h, each half block's dot products (chunks 0..3,
+// 4..7) times its rows' integer scales sc (the block's sub_scales: 2 halves x 8 rows, as
+// scale_pair), lanes 0..3 of token t in lo[t], 4..7 in hi[t]. sdot: an int32 sum per half,
+// multiplied by sc (vmulq_s32, vmlaq_s32). The widening set: a lane's 4 products of a half
+// (|w x| <= 4096) sum in int16, then pairs of lanes (vpaddq_s16) reach 8 products, which fit
+// int16 as the negated ones of dot_tokens_widening (kNegated); the scale pairs hold each
+// row's sc twice, as those pairs lie, so vmull_s16 / vmlal_s16 by -sc widen them into the
+// rows' scaled sums (|isum| <= 2 x 16 x 4096 x 128 = 2^24) and one vpaddq_s32 adds the pairs.
+template <int NT>
+inline void dot_tokens_q6k(const uint8_t* w, const int8_t* x, int64_t ldx, const int32_t* sc, int32x4_t lo[NT],
+                           int32x4_t hi[NT]) {
+#if NL_INT8_DOTPROD
+  int32x4_t lo1[NT], hi1[NT];
+  int8x16_t xh[NT];
+  for (int t = 0; t < NT; ++t) xh[t] = vld1q_s8(x + t * ldx);
+  dot_half_sdot<NT>(w, xh, lo, hi);
+  for (int t = 0; t < NT; ++t) xh[t] = vld1q_s8(x + t * ldx + 16);
+  dot_half_sdot<NT>(w + 4 * 32, xh, lo1, hi1);
+  int32x4_t s[4];  // half 0's rows 0..3 and 4..7, then half 1's
+  for (int i = 0; i < 4; ++i) s[i] = vshrq_n_s32(vld1q_s32(sc + 4 * i), 16);
+  for (int t = 0; t < NT; ++t) {
+    lo[t] = vmlaq_s32(vmulq_s32(lo[t], s[0]), lo1[t], s[2]);
+    hi[t] = vmlaq_s32(vmulq_s32(hi[t], s[1]), hi1[t], s[3]);
+  }
+#else
+  int16x8_t pairs[NT][2][2];  // [t][h][i]: half h's lane pairs of rows 4i..4i+3 (negated)
+  // The halves one after the other: the empty asm keeps GCC from loading the second half's
+  // chunks before the first half's sums are done; interleaved, both halves' 16 sums per
+  // token spilled and the kernel counted 23% more instructions on cortex-a53
+  // (bench/arm64_icount.sh).
+  half_pairs_q6k<NT>(w, x, ldx, pairs, 0);
+  asm volatile("" ::: "memory");
+  half_pairs_q6k<NT>(w + 4 * 32, x + 16, ldx, pairs, 1);
+  int16x8_t s[2][2];  // -sc of half h, rows 4i..4i+3, each twice
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 2; ++i) s[h][i] = vnegq_s16(vreinterpretq_s16_s32(vld1q_s32(sc + 8 * h + 4 * i)));
+  for (int t = 0; t < NT; ++t)
+    for (int i = 0; i < 2; ++i) {  // rows 4i..4i+3: lane pairs of rows 4i, 4i + 1, ... in each half
+      const int16x8_t p0 = pairs[t][0][i], p1 = pairs[t][1][i];
+      const int32x4_t a = vmlal_s16(vmull_s16(vget_low_s16(p0), vget_low_s16(s[0][i])), vget_low_s16(p1),
+                                    vget_low_s16(s[1][i]));
+      const int32x4_t b = vmlal_high_s16(vmull_high_s16(p0, s[0][i]), p1, s[1][i]);
+      (i == 0 ? lo : hi)[t] = vpaddq_s32(a, b);
+    }
+#endif
+}
+
 // Runs kernel<NT>(t, NT) over nt tokens in blocks of kBlock (4 by default), then one at a time.
 template <int kBlock = 4, class F>
 inline void token_blocks(int64_t nt, F&& kernel) {
@@ -177,20 +264,26 @@ inline void token_blocks(int64_t nt, F&& kernel) {
 }
 
 // For the widening set: kSmall, a Q4_0 or Signed5 panel (int16 sums); kNibble, Q4_0's (the
-// offset). sdot takes every panel as kSmall = kNibble = false.
-template <bool kSmall, bool kNibble>
+// offset). sdot takes every panel as kSmall = kNibble = false. kSigned6: a Signed6 panel
+// (dot_tokens_q6k), in the widening set 2 tokens at a time (3 or 4 counted 4% and 6% more
+// instructions on cortex-a53; sdot's 4 counted 7% fewer than 3).
+template <bool kSmall, bool kNibble, bool kSigned6 = false>
 void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
   // The nibble offset: decided at compile time for the widening set, at run time for sdot
   // (both ways as counted best: bench/arm64_icount.sh).
   const bool nibble = NL_INT8_DOTPROD ? p.kind == Int8Kind::Nibble : kNibble;
-  token_blocks(nt, [&]<int NT>(int64_t t0) {
+  token_blocks<kSigned6 && !NL_INT8_DOTPROD ? 2 : 4>(nt, [&]<int NT>(int64_t t0) {
     float32x4_t acc_lo[NT], acc_hi[NT];
     for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < p.blocks; ++b) {
       int32x4_t lo[NT], hi[NT];
-      dot_tokens<NT, kSmall>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      if constexpr (kSigned6)
+        dot_tokens_q6k<NT>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, p.sub_scales.data() + b * 16, lo,
+                           hi);
+      else
+        dot_tokens<NT, kSmall>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
       const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
       for (int t = 0; t < NT; ++t) {
         const int64_t i = (t0 + t) * blocks + b;
@@ -212,14 +305,33 @@ void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int6
   });
 }
 
-void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
-                  int64_t nr, float* Y, int64_t ldy) {
+// The forward of every kind but Signed6, and Signed6's (forward_neon chooses). Apart, as
+// GCC compiled the other kinds before Signed6 came: one function with Signed6's kernel
+// inside, or with each kind's out of line, counted up to 7% more instructions for some kinds
+// (cortex-a53: Q4_0's 364 -> 389 per 1k multiply-adds inside, Q5_K's 428 -> 440 out of line;
+// bench/arm64_icount.sh).
+__attribute__((noinline)) void forward_unscaled_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                                     int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                                                     int64_t ldy) {
   if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Nibble)
     forward_kind_neon<true, true>(q, d, sum, ldq, nt, p, nr, Y, ldy);
   else if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Signed5)
     forward_kind_neon<true, false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
   else
     forward_kind_neon<false, false>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+}
+__attribute__((noinline)) void forward_signed6_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq,
+                                                    int64_t nt, const ForwardPanel& p, int64_t nr, float* Y,
+                                                    int64_t ldy) {
+  forward_kind_neon<false, false, true>(q, d, sum, ldq, nt, p, nr, Y, ldy);
+}
+
+void forward_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt, const ForwardPanel& p,
+                  int64_t nr, float* Y, int64_t ldy) {
+  if (p.kind == Int8Kind::Signed6)
+    forward_signed6_neon(q, d, sum, ldq, nt, p, nr, Y, ldy);
+  else
+    forward_unscaled_neon(q, d, sum, ldq, nt, p, nr, Y, ldy);
 }
 
 // grad_rows (kernels_int8.h) with the scalar's arithmetic (the same maximum and conversion);
@@ -259,17 +371,26 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 //   widening of Q4_0's int16 sums).
 // Whole groups of 8 columns go straight to and from dX: compiled with a copy per group
 // through a buffer, the output steps took more instructions than the dot products.
-// kSmall: a Q4_0 or Signed5 panel (the widening set's int16 sums, over kRun chunks at a
-// time: 16, or 8 for Signed5's values, whose kernel takes 2 tokens at a time: with 4 the two
-// runs counted 508 instructions per 1k multiply-adds on cortex-a53, with 2 460, and with the
-// runs' widening inside one loop of 2 tokens 575; bench/arm64_icount.sh). Not inlined into
-// input_grad_neon: inlined, both kinds
-// in one function, GCC's allocation of the Q8_0 kind's registers took it from 529 to 730
-// instructions per 1k multiply-adds (bench/arm64_icount.sh --cpu cortex-a53).
-template <bool kSmall, int kRun = kGradChunks>
+// kSmall: a Q4_0, Signed5 or Signed6 panel (the widening set's int16 sums, over kRun chunks
+// at a time: 16, or 8 for Signed5's and Signed6's values, whose kernels take 2 tokens at a
+// time: with 4 the two runs counted 508 instructions per 1k multiply-adds on cortex-a53, with
+// 2 460, and with the runs' widening inside one loop of 2 tokens 575; bench/arm64_icount.sh).
+// kParts: the panel's scale parts (GradPanel::parts): dY is requantized per part, for its
+// 4 / kParts column groups. Signed6 panels (2 parts, values -32..31) sum their products
+// negated in the widening set (dot_tokens_widening's kNegated). Not inlined into
+// input_grad_neon: inlined, both kinds in one function, GCC's allocation of the Q8_0 kind's
+// registers took it from 529 to 730 instructions per 1k multiply-adds (bench/arm64_icount.sh
+// --cpu cortex-a53).
+// The token blocks (tokens) are inlined into this function in the sdot set and for Signed6;
+// the widening set's other kinds call them out of line, as GCC compiled them before kParts
+// (inlined, as GCC then chose, Q8_0's input gradient counted 443 -> 500 instructions per 1k
+// multiply-adds on cortex-a53, Q5_K's 460 -> 398; Signed6's counts 387 inlined, 422 out of
+// line; bench/arm64_icount.sh).
+template <bool kSmall, int kRun = kGradChunks, int kParts = 1>
 __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
                                                     int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
-  token_blocks<kRun < kGradChunks ? 2 : 4>(nt, [&]<int NT>(int64_t t0) {
+  constexpr int64_t kPartGroups = 4 / kParts;  // column groups per scale part
+  const auto tokens = [&]<int NT>(int64_t t0) {
     const float* acc[NT];
     float* D[NT];
     for (int t = 0; t < NT; ++t) {
@@ -278,11 +399,12 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
       D[t] = o.D;
     }
     constexpr int kHalves = kGradRowBlock / 32;
-    for (int64_t b = 0; b < p.blocks; ++b) {
+    for (int64_t sb = 0; sb < p.blocks * kParts; ++sb) {  // scale blocks: part sb % kParts of block b
+      const int64_t b = sb / kParts, part = sb % kParts;
       int8x16_t x0[kHalves][NT], x1[kHalves][NT];
       for (int h = 0; h < kHalves; ++h) {
         int16x8_t rho16[4];
-        for (int i = 0; i < 4; ++i) rho16[i] = vld1q_s16(p.rho16.data() + b * kGradRowBlock + 32 * h + 8 * i);
+        for (int i = 0; i < 4; ++i) rho16[i] = vld1q_s16(p.rho16.data() + sb * kGradRowBlock + 32 * h + 8 * i);
         for (int t = 0; t < NT; ++t)  // dY with W's scales folded in, requantized per token
           requantize_rows_neon(Y + (t0 + t) * ldg + 32 * h, rho16, x0[h][t], x1[h][t]);
       }
@@ -295,8 +417,8 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         }
 #endif
       float e[NT];
-      for (int t = 0; t < NT; ++t) e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(b)];
-      for (int64_t cg = 0; cg < 4; ++cg) {
+      for (int t = 0; t < NT; ++t) e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(sb)];
+      for (int64_t cg = part * kPartGroups; cg < (part + 1) * kPartGroups; ++cg) {
         const int64_t c0 = b * kQ8Block + cg * 8;
         if (c0 >= n) break;
         int32x4_t lo[NT], hi[NT];  // (the panel holds signed weight values, Q4_0's too)
@@ -305,15 +427,21 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         dot_tokens_sdot<NT>(w, x0[0], x1[0], lo, hi);
         for (int h = 1; h < kHalves; ++h) dot_tokens_sdot<NT, true>(w + h * 8 * 32, x0[h], x1[h], lo, hi);
 #else
-        dot_tokens_widening<NT, kSmall, kRun>(w, x[0], kGradRowBlock, lo, hi);
+        constexpr bool kNegated = kParts == 2;  // (Signed6)
+        dot_tokens_widening<NT, kSmall, kRun, kNegated>(w, x[0], kGradRowBlock, lo, hi);
         for (int h = kRun; h < kGradChunks; h += kRun) {
           int32x4_t lo2[NT], hi2[NT];
-          dot_tokens_widening<NT, kSmall, kRun>(w + h * 32, x[0] + 4 * h, kGradRowBlock, lo2, hi2);
+          dot_tokens_widening<NT, kSmall, kRun, kNegated>(w + h * 32, x[0] + 4 * h, kGradRowBlock, lo2, hi2);
           for (int t = 0; t < NT; ++t) {
             lo[t] = vaddq_s32(lo[t], lo2[t]);
             hi[t] = vaddq_s32(hi[t], hi2[t]);
           }
         }
+        if constexpr (kNegated)
+          for (int t = 0; t < NT; ++t) {
+            lo[t] = vnegq_s32(lo[t]);
+            hi[t] = vnegq_s32(hi[t]);
+          }
 #endif
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {
@@ -334,7 +462,12 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         }
       }
     }
-  });
+  };
+  constexpr int kBlock = kRun < kGradChunks ? 2 : 4;
+  if constexpr (NL_INT8_DOTPROD || kParts == 2)
+    token_blocks<kBlock>(nt, tokens);
+  else
+    token_blocks<kBlock>(nt, [&]<int NT>(int64_t t0) __attribute__((noinline)) { tokens.template operator()<NT>(t0); });
 }
 
 void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
@@ -343,6 +476,8 @@ void input_grad_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds
     input_grad_kind_neon<true>(Y, ldg, ey, lds, nt, p, n, out);
   else if (!NL_INT8_DOTPROD && p.kind == Int8Kind::Signed5)
     input_grad_kind_neon<true, 8>(Y, ldg, ey, lds, nt, p, n, out);
+  else if (p.kind == Int8Kind::Signed6)
+    input_grad_kind_neon<!NL_INT8_DOTPROD, NL_INT8_DOTPROD ? kGradChunks : 8, 2>(Y, ldg, ey, lds, nt, p, n, out);
   else
     input_grad_kind_neon<false>(Y, ldg, ey, lds, nt, p, n, out);
 }
@@ -499,9 +634,61 @@ void pack_forward_q5k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& 
   }
 }
 
+// Column block j (< 8) of Q6_K blocks (kernels_int8.h: q6k_quant): where its low nibbles
+// (the low halves of 32 bytes for j % 4 < 2, else the high ones) and high bit pairs (bits
+// 2 (j % 4) of 32 bytes) lie, and the shifts that take them out, made once per column block.
+struct Q6KColumns {
+  size_t ql, qh;
+  int8x16_t nibble_shift, pair_shift;  // right shifts as vshlq_u8 takes them: 0 or -4, -2 (j % 4)
+  explicit Q6KColumns(int j)
+      : ql(static_cast<size_t>(64 * (j / 4) + 32 * (j % 2))),
+        qh(kQ6KHighBitsOffset + static_cast<size_t>(32 * (j / 4))),
+        nibble_shift(vdupq_n_s8(j % 4 < 2 ? 0 : -4)),
+        pair_shift(vdupq_n_s8(static_cast<int8_t>(-2 * (j % 4)))) {}
+  // Values k0..k0+15 of the column block in one row's block: q - 32 as signed bytes (vsli
+  // keeps the nibble's low 4 bits and puts the pair above them).
+  uint8x16_t values(const uint8_t* block, int k0) const {
+    const uint8x16_t nibble = vshlq_u8(vld1q_u8(block + ql + k0), nibble_shift);
+    const uint8x16_t pair = vandq_u8(vshlq_u8(vld1q_u8(block + qh + k0), pair_shift), vdupq_n_u8(3));
+    return vsubq_u8(vsliq_n_u8(nibble, pair, 4), vdupq_n_u8(32));
+  }
+};
+
+// A Q6_K row group: each block's values q - 32 (Signed6 panels), the scales
+// (q6k_forward_panel_scales) and the scaled sums of the values (wsum).
+void pack_forward_q6k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
+  const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
+  p.kind = Int8Kind::Signed6;
+  p.has_offsets = false;
+  p.resize(nsb * 8);
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* tile = m.tile(g, sb);
+    q6k_forward_panel_scales(m, g, sb, p);
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = sb * 8 + j;
+      const Q6KColumns columns(j);
+      uint8x16_t lo[8], hi[8];  // columns 0..15 and 16..31 of each row (padded rows: 0)
+      for (int64_t i = 0; i < 8; ++i) {
+        if (i >= nr) {
+          lo[i] = hi[i] = vdupq_n_u8(0);
+          p.wsum[static_cast<size_t>(b * 8 + i)] = 0;
+          continue;
+        }
+        const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+        lo[i] = columns.values(block, 0);
+        hi[i] = columns.values(block, 16);
+        p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * (p.sub_scale(b, 0, i) * vaddlvq_s8(vreinterpretq_s8_u8(lo[i])) +
+                                                        p.sub_scale(b, 1, i) * vaddlvq_s8(vreinterpretq_s8_u8(hi[i])));
+      }
+      store_forward_block(lo, hi, p.q.data() + b * 256);
+    }
+  }
+}
+
 void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (m.type == QType::Q4_K) return pack_forward_q4k_tiles_neon(m, g, p);
   if (m.type == QType::Q5_K) return pack_forward_q5k_tiles_neon(m, g, p);
+  if (m.type == QType::Q6_K) return pack_forward_q6k_tiles_neon(m, g, p);
   const bool q4 = m.type == QType::Q4_0;
   p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
   p.has_offsets = false;
@@ -553,7 +740,7 @@ void pack_grad_tiles_kind_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int
 // normalize_grad_scales (kernels_int8.h) in registers: the same maximum, and IEEE division
 // is exact in any width.
 void normalize_grad_scales_neon(GradPanel& p) {
-  for (int64_t b = 0; b < p.blocks; ++b) {
+  for (int64_t b = 0; b < p.scale_blocks(); ++b) {
     constexpr int kRegs = kGradRowBlock / 4;
     float* rho = p.rho.data() + b * kGradRowBlock;
     float32x4_t v[kRegs];
@@ -611,12 +798,60 @@ void pack_grad_kquant_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, i
   }
 }
 
+// pack_grad_tiles for Q6_K: each row's values q - 32 of column block j, interleaved per
+// column as above, and the scales d sc of its two halves (scale blocks 2 b, 2 b + 1; d
+// converted as tile_scales_neon converts, exact).
+void pack_grad_q6k_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
+  constexpr int64_t kGroups = kGradRowBlock / kTileRows;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int j = static_cast<int>(b % 8);
+    const Q6KColumns columns(j);
+    uint8_t* out = p.q.data() + (b - b0) * kGradPanelBlockBytes;
+    float* scales = p.rho.data() + (b - b0) * 2 * kGradRowBlock;  // both halves' rows
+    for (int64_t gi = 0; gi < kGroups; ++gi) {
+      const int64_t g = rb * kGroups + gi;
+      const int64_t nr = g * kTileRows < m.rows ? m.group_rows(g) : 0;
+      const uint8_t* tile = nr > 0 ? m.tile(g, b / 8) : nullptr;
+      for (int64_t i = 0; i < kTileRows; ++i) {
+        float s0 = 0.0f, s1 = 0.0f;
+        if (i < nr) {
+          const uint8_t* block = tile + static_cast<size_t>(i) * m.block_bytes;
+          const float d = tile_scale_neon(block + kQ6KScaleOffset, 0);
+          s0 = d * static_cast<float>(q6k_scale(block, 2 * j));
+          s1 = d * static_cast<float>(q6k_scale(block, 2 * j + 1));
+        }
+        scales[8 * gi + i] = s0;
+        scales[kGradRowBlock + 8 * gi + i] = s1;
+      }
+      for (int64_t k = 2 * gi; k < 2 * gi + 2; ++k) {  // chunk k: rows 4k .. 4k+3 of the row block
+        const int64_t i0 = 4 * (k - 2 * gi);
+        uint8x16_t lo[4], hi[4];  // columns 0..15 and 16..31 of the 4 rows, as signed values
+        for (int64_t s = 0; s < 4; ++s) {
+          if (i0 + s >= nr) {  // a padded row: value 0
+            lo[s] = hi[s] = vdupq_n_u8(0);
+            continue;
+          }
+          const uint8_t* block = tile + static_cast<size_t>(i0 + s) * m.block_bytes;
+          lo[s] = columns.values(block, 0);
+          hi[s] = columns.values(block, 16);
+        }
+        store_grad_chunk(lo, hi, out, k);
+      }
+    }
+  }
+}
+
 void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
-  p.kind = int8_has_offsets(m.type) ? kquant_kind(m.type) : q4 ? Int8Kind::Nibble : Int8Kind::Signed;
-  p.resize(b1 - b0);
+  p.kind = int8_has_offsets(m.type)  ? kquant_kind(m.type)
+           : m.type == QType::Q6_K ? Int8Kind::Signed6
+           : q4                    ? Int8Kind::Nibble
+                                   : Int8Kind::Signed;
+  p.resize(b1 - b0, int8_grad_parts(m.type));
   if (m.type == QType::Q4_K || m.type == QType::Q5_K)
     pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);
+  else if (m.type == QType::Q6_K)
+    pack_grad_q6k_tiles_neon(m, rb, b0, b1, p);
   else if (q4)
     full ? pack_grad_tiles_kind_neon<true, true>(m, rb, b0, b1, p)
          : pack_grad_tiles_kind_neon<true, false>(m, rb, b0, b1, p);

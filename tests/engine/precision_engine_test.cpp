@@ -278,7 +278,7 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
 }
 
 // The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights (whose
-// quants it uses as stored) on every CPU, but for the signed panels (Q8_0, Q5_K, Q6_K) not on an
+// quants it uses as stored) on every CPU, but for Q8_0 and Q5_K not on an
 // arm64 one without the dot-product extension, where the widening int8 kernels execute more
 // instructions than the f32 ones (the arm64 tests run under qemu both ways: -cpu max and
 // -cpu cortex-a53).
@@ -289,7 +289,7 @@ TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
 #endif
   for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
     PrecisionModel mm(type, 32, 256, 13);
-    const bool cheaper = type == QType::Q4_0 || type == QType::Q4_K || dotprod;
+    const bool cheaper = (type != QType::Q8_0 && type != QType::Q5_K) || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
               cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})

@@ -511,7 +511,9 @@ TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
 // (value -32), the sub-blocks' scales 127 and -128 in turn, against activations -128 or 127
 // (unsigned 0 or 255) in the forward and requantized dY of 127 (unsigned 255) in the input
 // gradient: without VNNI the AVX2 kernels sum 2 chunks per int16 run in both (4 x 255 x 32).
-// Every set gives the scalar bits.
+// Then dY with NaN in every other row (requantized to -128: unsigned 0 on AVX2, the NEON
+// widening set's negated int16 sums reach 8 x 128 x 32 there). Every set gives the scalar
+// bits.
 TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
   constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
   for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
@@ -556,6 +558,20 @@ TEST(Int8Kernels, Q6KSumsAtTheIntegerBounds) {
       std::vector<float> d1(d0.size(), -1.0f);
       k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d1.data(), cols});
       EXPECT_EQ(d1, d0) << "input gradient";
+    }
+    std::vector<float> nan_dY = dY;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t r = 0; r < RB; r += 2) nan_dY[static_cast<size_t>(t * RB + r)] = NAN;
+    for (int64_t t = 0; t < T; ++t) ref.grad_rows(nan_dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
+    ASSERT_EQ(y16[0], -32768) << "a NaN's int16";
+    std::vector<float> n0(d0.size(), -1.0f);
+    ref.input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, n0.data(), cols});
+    ASSERT_NE(n0[0], 0.0f) << "the -128 quants reach the sums";
+    for (const Int8Kernels* k : simd_sets()) {
+      SCOPED_TRACE(k->isa);
+      std::vector<float> n1(n0.size(), -1.0f);
+      k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, n1.data(), cols});
+      EXPECT_EQ(n1, n0) << "input gradient, NaN in dY";
     }
   }
 }
