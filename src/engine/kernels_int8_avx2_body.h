@@ -307,7 +307,8 @@ void pack_forward_q5k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
 
 // 16 values of one row's 32-column block j (of 8) of a Q6_K block from 16 bytes of its low
 // nibbles and the matching 16 bytes of its high bit pairs: q - 32 as signed bytes
-// (kernels_int8.h: q6k_quant; block j takes nibble j / 2 % 2 and bit pair j % 4).
+// (kernels_int8.h: q6k_quant; block j takes the high nibbles when j % 4 >= 2, and bit pair
+// j % 4).
 inline __m128i q6k_values(__m128i ql, __m128i qh, int j) {
   const int quarter = j % 4;
   const __m128i nib = _mm_and_si128(quarter < 2 ? ql : _mm_srli_epi16(ql, 4), _mm_set1_epi8(0x0F));
@@ -342,9 +343,11 @@ void pack_forward_q6k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& 
       for (int half = 0; half < 2; ++half) {
         __m128i r[8];
         for (int64_t i = 0; i < 8; ++i) {
-          __m128i ql = _mm_setzero_si128(), qh = _mm_setzero_si128();
-          if (i < nr) q6k_bytes(tile + static_cast<size_t>(i) * m.block_bytes, j, half, &ql, &qh);
-          r[i] = i < nr ? q6k_values(ql, qh, j) : _mm_setzero_si128();
+          r[i] = _mm_setzero_si128();  // (a padded row)
+          if (i >= nr) continue;
+          __m128i ql, qh;
+          q6k_bytes(tile + static_cast<size_t>(i) * m.block_bytes, j, half, &ql, &qh);
+          r[i] = q6k_values(ql, qh, j);
         }
         __m256i chunk[4];
         chunks_of_rows(r, chunk);
