@@ -23,9 +23,9 @@
 //  - int8 (kernels_int8.h): forward quantizes the input rows once per product (per 32
 //    columns), then each (pair of row groups x token block) task packs its 16 rows into two
 //    int8 panels (four groups, 32 rows, with a set that has forward_quad) and runs integer
-//    dot products; input grad packs 64 rows x the task's
-//    columns at a time and requantizes dY with W's scales folded in. Q4_0/Q8_0 use their own quants; other
-//    types are requantized from the dequantized panel.
+//    dot products; input grad packs 64 rows x the task's columns at a time and requantizes
+//    dY with W's scales folded in. Q4_0/Q8_0/K-quant tiles give their own quants; other
+//    types a Q8_0 copy made at their first int8 product (ResidentMatrix::int8_copy).
 // The scalar kernels reproduce precision_reference.h exactly in every mode.
 //
 // No product allocates (a training step must not): each pool thread's panels are sized when
@@ -69,9 +69,8 @@ using engine::kTileRows;
 // qwen2.5-1.5b (median 12%), qwen2.5-0.5b within 4% either way; the input gradient (its time
 // over the forward's, medians of 3 runs) a median 3-5% faster on the three models' shapes.
 constexpr int64_t kTokensPerTask = 128;
-// Tokens per int8 task: each task packs its weight panels once (for Q4_0/Q8_0 a transpose of
-// the tiles, for the other types a dequantization and a requantization), so more tokens per
-// task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
+// Tokens per int8 task: each task packs its weight panels once (a transpose of the tiles,
+// for the K-quants with their scales unpacked), so more tokens per task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
 // against 64 tokens, 256 made Q4_K/F16 products 15-35% faster (forward up at 512 tokens
 // 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
 constexpr int64_t kInt8TokensPerTask = 256;
@@ -109,6 +108,10 @@ struct ResidentMatrix {
   const uint8_t* row_data = nullptr;  // the quantized rows as stored, when not tiled
   size_t row_bytes = 0;
   engine::TiledMatrix tiles;          // empty unless the type has a tiled layout
+  // The int8 products of a matrix without int8 tiles (int8_native) pack its Q8_0 copy
+  // (kernels_int8.h), made by the engine at the first int8 reservation or submission
+  // (CpuEngine::make_int8_copy, under its lock with no product in flight).
+  mutable std::unique_ptr<engine::TiledMatrix> int8_copy;
   bool tiled() const { return !tiles.bytes.empty(); }
   size_t weight_bytes() const { return tiled() ? tiles.bytes.size() : row_bytes * static_cast<size_t>(rows); }
   const uint8_t* row(int64_t r) const { return row_data + static_cast<size_t>(r) * row_bytes; }
@@ -158,14 +161,15 @@ struct ColumnRanges {
   int64_t end(int64_t i) const { return begin(i + 1); }
 };
 
-// Q4_0/Q8_0/Q4_K/Q5_K/Q6_K tiles give the int8 kernels their quants as stored; other types
-// are requantized.
+// Q4_0/Q8_0/Q4_K/Q5_K/Q6_K tiles give the int8 kernels their quants as stored; other matrices
+// their Q8_0 copy.
 bool int8_native(const ResidentMatrix& m) { return m.tiled() && engine::int8_uses_stored_quants(m.type); }
-// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles, and the K-quants'
-// where the set has them (kquants); other types' few-token products run in f32 where its
-// matrix-vector kernel does (mode_for_tokens).
+const engine::TiledMatrix& int8_tiles(const ResidentMatrix& m) { return int8_native(m) ? m.tiles : *m.int8_copy; }
+// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles (a Q8_0 copy too),
+// and the K-quants' where the set has them (kquants); other few-token products run in f32
+// where its matrix-vector kernel does (mode_for_tokens).
 bool int8_matvec_native(const engine::MatvecKernels& k, const ResidentMatrix& m) {
-  if (!m.tiled()) return false;
+  if (!int8_native(m)) return true;
   const bool kquant = m.type == QType::Q4_K || m.type == QType::Q5_K || m.type == QType::Q6_K;
   return m.type == QType::Q4_0 || m.type == QType::Q8_0 || (k.kquants && kquant);
 }
@@ -183,17 +187,11 @@ bool int8_matvec_native(const engine::MatvecKernels& k, const ResidentMatrix& m)
 // Tasks run in the order (column range, token block), so the threads share the weights
 // while they stream through them; measured on Zen 1 with 2 threads, a 64-row loss chunk of
 // the output head took 1.6-2.2x the forward's time as 4 column ranges of one token block,
-// 1.4x as 2 x 32 tokens each. The other types' tasks dequantize and requantize their panels,
-// as costly as the f32 tasks' dequantization, so they take kInt8TokensPerTask tokens
-// whatever the threads (as f32 tasks take kTokensPerTask: see run_f32). Measured on Zen 3
-// (2 threads, dX time over the forward's, medians of 3 interleaved runs, F16/Q4_K/Q6_K of
-// qwen2.5-1.5b and llama-3.2-1b q/k/gate/down and the output head): at 64 and 128 tokens
-// 1.06-1.43x faster (one case 0.99x), at 256 a median 1.05x (0.82-1.21x).
+// 1.4x as 2 x 32 tokens each.
 constexpr int64_t kInt8GradFullTokensRows = 1024, kInt8GradFullTokensRangesPerThread = 2;
 constexpr int64_t kMinInt8GradTaskTokens = 4;
 int64_t int8_grad_tokens_per_task(const engine::PanelKernels& k, const ResidentMatrix& m, int64_t T,
                                   int64_t threads) {
-  if (!int8_native(m)) return std::min(T, kInt8TokensPerTask);
   const int64_t ranges = ceil_div(m.cols, input_grad_cols_per_task(k, m, Precision::Int8));
   if (m.rows >= kInt8GradFullTokensRows && ranges >= kInt8GradFullTokensRangesPerThread * threads)
     return std::min(T, kInt8TokensPerTask);
@@ -224,8 +222,8 @@ int64_t grad_panel_rows(const engine::PanelKernels& k, int64_t n) {
 constexpr int64_t kOffsetSlabRows = 128;  // whole row groups
 static_assert(kOffsetSlabRows % kTileRows == 0);
 
-// One pool thread's scratch: dequantized rows (f32 and f16 modes, and int8 for the types
-// without int8 tiles) and the two int8 panels. Sized once (WorkerScratch::reserve_for), so
+// One pool thread's scratch: dequantized rows (f32 and f16 modes, and a row group of the
+// matrix the engine makes a Q8_0 copy of) and the int8 panels. Sized once (WorkerScratch::reserve_for), so
 // the kernels' own resize() calls never grow them.
 struct alignas(64) WorkerScratch {  // own cache lines: the packers write `blocks` per task
   std::vector<float> floats;
@@ -238,17 +236,19 @@ struct alignas(64) WorkerScratch {  // own cache lines: the packers write `block
   std::vector<float> dx_block;
 
   // Grows the buffers to what the largest task on m needs, for both products, every mode:
-  // the f32 forward tasks' three row groups x a column chunk, the int8 forward tasks' one
-  // row group x every column (types without int8 tiles), and the input-gradient tasks' panels
-  // of their column block (every block has the task width but the last, narrower one).
+  // the f32 forward tasks' three row groups x a column chunk, one row group x every column
+  // (a Q8_0 copy is made a row group at a time), and the input-gradient tasks' panels of
+  // their column block (every block has the task width but the last, narrower one).
   void reserve_for(const engine::PanelKernels& k, const ResidentMatrix& m) {
     int64_t n_floats = std::max(kTileRows * m.cols, kForwardTaskRows * forward_chunk_cols(k, m)), grad_blocks = 0;
     for (const Precision p : {Precision::F32, Precision::Int8}) {
       const int64_t cb = input_grad_cols_per_task(k, m, p);
       for (const int64_t w : {std::min(cb, m.cols), m.cols % cb}) {
         if (w == 0) continue;
-        n_floats = std::max({n_floats, grad_panel_rows(k, w) * w, engine::kGradRowBlock * w});
-        grad_blocks = std::max(grad_blocks, ceil_div(w, engine::kQ8Block));
+        if (p == Precision::F32)
+          n_floats = std::max(n_floats, grad_panel_rows(k, w) * w);
+        else
+          grad_blocks = std::max(grad_blocks, ceil_div(w, engine::kQ8Block));
       }
     }
     if (static_cast<int64_t>(floats.size()) < n_floats) floats.resize(static_cast<size_t>(n_floats));
@@ -415,20 +415,10 @@ class Int8GradRows {
 // Row groups [g, g + ng) x tokens [t0, t1): ng = 4 through the set's forward_quad (each
 // activation broadcast shared by four groups), else 1 or 2 (the AVX2 kernels share it
 // between two groups).
-void forward_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
-                       WorkerScratch& ws, const Int8Rows& x, float* Y, int64_t g, int64_t ng, int64_t t0, int64_t t1) {
-  const int64_t rows = m.rows, cols = m.cols;
-  for (int64_t i = 0; i < ng; ++i) {
-    engine::ForwardPanel& panel = ws.forward8[i];
-    if (int8_native(m)) {
-      k8.pack_forward_tiles(m.tiles, g + i, panel);
-    } else {
-      const int64_t r0 = (g + i) * kTileRows;
-      float* floats = ws.floats.data();
-      fill_panel(k, m, r0, std::min(kTileRows, rows - r0), 0, cols, floats, cols);
-      k8.pack_forward_floats(floats, cols, std::min(kTileRows, rows - r0), cols, panel);
-    }
-  }
+void forward_task_int8(const engine::Int8Kernels& k8, const ResidentMatrix& m, WorkerScratch& ws, const Int8Rows& x,
+                       float* Y, int64_t g, int64_t ng, int64_t t0, int64_t t1) {
+  const int64_t rows = m.rows;
+  for (int64_t i = 0; i < ng; ++i) k8.pack_forward_tiles(int8_tiles(m), g + i, ws.forward8[i]);
   const int64_t ldq = x.blocks * engine::kQ8Block, r0 = g * kTileRows;
   const int8_t* q = x.q.data() + t0 * ldq;
   const float* d = x.d.data() + t0 * x.blocks;
@@ -481,12 +471,12 @@ struct Int8GradTask {
   int64_t c0, c1, tb, t0, t1, rb0;
 };
 
-void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
+void input_grad_task_int8(const engine::Int8Kernels& k8, const ResidentMatrix& m,
                           WorkerScratch& ws, Int8GradRows& g, float* dX, const Int8GradTask& task,
                           GradTaskSlot* slots, int self) {
   engine::GradPanel& panel = ws.grad8;
   GradTaskSlot& me = slots[self];
-  const int64_t rows = m.rows, cols = m.cols, nt = task.t1 - task.t0, ldd = task.c1 - task.c0;
+  const int64_t cols = m.cols, nt = task.t1 - task.t0, ldd = task.c1 - task.c0;
   const int64_t unit = column_unit(m), c0 = task.c0;
   int64_t c1 = task.c1;
   float* const dX_rows = dX + task.t0 * cols;
@@ -520,15 +510,8 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
     }
     me.stealable.store(stealable(rb), std::memory_order_relaxed);
     if (rb == task.rb0 || rb % Int8GradRows::kUnitBlocks == 0) g.need(k8, task.tb, rb / Int8GradRows::kUnitBlocks);
-    const int64_t r0 = rb * engine::kGradRowBlock, nrows = std::min(engine::kGradRowBlock, rows - r0), n = c1 - c0;
-    if (int8_native(m)) {
-      k8.pack_grad_tiles(m.tiles, rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
-    } else {
-      float* floats = ws.floats.data();
-      for (int64_t i = 0; i < nrows; i += kTileRows)
-        fill_panel(k, m, r0 + i, std::min(kTileRows, nrows - i), c0, c1, floats + i * n, n);
-      k8.pack_grad_floats(floats, n, nrows, n, panel);
-    }
+    const int64_t n = c1 - c0;
+    k8.pack_grad_tiles(int8_tiles(m), rb, c0 / engine::kQ8Block, (c1 + engine::kQ8Block - 1) / engine::kQ8Block, panel);
     // The sums start from none, from the sums so far in dX (a part's first row block) or
     // from D, and go to D or, at the last row block, to dX.
     const bool first = rb == task.rb0, last = rb + 1 == g.blocks;
@@ -543,7 +526,7 @@ void input_grad_task_int8(const engine::PanelKernels& k, const engine::Int8Kerne
 
 // Once no task is left to take: parts of the running tasks with the most work left, one
 // after another, until none has kMinStealWork left to give.
-void steal_int8_grad_work(const engine::PanelKernels& k, const engine::Int8Kernels& k8, const ResidentMatrix& m,
+void steal_int8_grad_work(const engine::Int8Kernels& k8, const ResidentMatrix& m,
                           WorkerScratch& ws, Int8GradRows& g, float* dX, GradTaskSlot* slots, int n_slots, int self,
                           int64_t tokens_per_task, int64_t T) {
   GradTaskSlot& me = slots[self];
@@ -566,7 +549,7 @@ void steal_int8_grad_work(const engine::PanelKernels& k, const engine::Int8Kerne
     while ((answer = me.answer.load(std::memory_order_acquire)) == kPending) std::this_thread::yield();
     if (answer == kDenied) continue;
     const int64_t t0 = me.tb * tokens_per_task;
-    input_grad_task_int8(k, k8, m, ws, g, dX, {me.c0, me.c1, me.tb, t0, std::min(T, t0 + tokens_per_task), me.rb},
+    input_grad_task_int8(k8, m, ws, g, dX, {me.c0, me.c1, me.tb, t0, std::min(T, t0 + tokens_per_task), me.rb},
                          slots, self);
   }
 }
@@ -628,14 +611,10 @@ class CpuEngine final : public FrozenEngine {
   int threads() const override { return pool_.size(); }
   std::string isa() const override { return engine::engine_isa_name(kernels_.isa, int8_); }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
-  // The int8 mode is cheaper on Q4_0/Q8_0/Q4_K tiles, whose quants it uses as stored, with
-  // every set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants). Other types
-  // are dequantized and requantized per task, which pays only on some CPUs
-  // (int8_beats_f32_when_requantizing: on Zen 5 with AVX-VNNI int8 forward 2.1-2.3x PyTorch's
-  // f32 GFLOP/s against 0.8x in f32 mode; on Zen 1 int8 took 1.3-1.5x the f32 time).
+  // The int8 mode is cheaper on the tiles it packs (the stored quants, or a Q8_0 copy) with
+  // every set but the widening NEON one on Q8_0 and Q5_K (int8_beats_f32_on_stored_quants).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
-    if ((int8_native(at(h)) && engine::int8_beats_f32_on_stored_quants(int8_, at(h).type)) ||
-        engine::int8_beats_f32_when_requantizing(int8_))
+    if (engine::int8_beats_f32_on_stored_quants(int8_, int8_native(at(h)) ? at(h).type : QType::Q8_0))
       return {Precision::Int8};
     return {};
   }
@@ -657,10 +636,12 @@ class CpuEngine final : public FrozenEngine {
 
   EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y,
                               Precision p = Precision::F32) override {
+    if (p == Precision::Int8) need_int8_copy(at(h));
     return submit(Job{Job::Forward, &at(h), X, T, Y, p, 0});
   }
   EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX,
                                  Precision p = Precision::F32) override {
+    if (p == Precision::Int8) need_int8_copy(at(h));
     return submit(Job{Job::InputGrad, &at(h), dY, T, dX, p, 0});
   }
 
@@ -693,6 +674,7 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    if (p == Precision::Int8) make_int8_copy(m);
     out_of_memory_is_an_error("the staging of the inputs", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
       if (p == Precision::Int8) grow_int8_rows(max_tokens, ceil_div(m.cols, engine::kQ8Block), int8_offsets(m));
@@ -703,6 +685,7 @@ class CpuEngine final : public FrozenEngine {
     std::unique_lock<std::mutex> lk(mu_);
     if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    if (p == Precision::Int8) make_int8_copy(m);
     out_of_memory_is_an_error("the staging of the output gradients", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
       if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
@@ -711,7 +694,7 @@ class CpuEngine final : public FrozenEngine {
   }
 
   size_t resident_weight_bytes() const override {
-    size_t n = 0;
+    size_t n = int8_copy_bytes_.load(std::memory_order_relaxed);
     for (const auto& m : mats_) n += m.weight_bytes();
     return n;
   }
@@ -815,12 +798,13 @@ class CpuEngine final : public FrozenEngine {
     }
   }
 
-  // Row-group ranges of a matrix-vector product: tasks of at least kMatvecMinTaskBytes of
-  // tiles (a multiple of `unit` groups), about 4 per thread; body(g0, g1) for each.
+  // Row-group ranges of a matrix-vector product on tiles t: tasks of at least
+  // kMatvecMinTaskBytes of tiles (a multiple of `unit` groups), about 4 per thread; body(g0,
+  // g1) for each.
   template <class Body>
-  void for_matvec_tasks(const ResidentMatrix& m, int64_t unit, Body&& body) {
-    const int64_t n_groups = ceil_div(m.rows, kTileRows);
-    const int64_t group_bytes = static_cast<int64_t>(m.tiles.bytes.size()) / n_groups;
+  void for_matvec_tasks(const engine::TiledMatrix& t, int64_t unit, Body&& body) {
+    const int64_t n_groups = t.n_groups();
+    const int64_t group_bytes = static_cast<int64_t>(t.bytes.size()) / n_groups;
     int64_t per = std::max(ceil_div(kMatvecMinTaskBytes, group_bytes),
                            ceil_div(n_groups, 4 * static_cast<int64_t>(pool_.size())));
     per = ceil_div(per, unit) * unit;
@@ -833,7 +817,7 @@ class CpuEngine final : public FrozenEngine {
     // has one with the panel kernels' summation order (AVX2).
     if (kind == Job::Forward && T <= kMatvecMaxTokens && f32_matvec_runs(m)) {
       // Tasks of whole blocks of 8 groups (the AVX-512 kernel's chains; the AVX2 one takes 4).
-      for_matvec_tasks(m, 8, [&](int64_t g0, int64_t g1) {
+      for_matvec_tasks(m.tiles, 8, [&](int64_t g0, int64_t g1) {
         matvec_.f32_tiles(m.tiles, g0, g1, in, m.cols, T, out, m.rows);
       });
       return;
@@ -866,6 +850,49 @@ class CpuEngine final : public FrozenEngine {
   }
 
   WorkerScratch& scratch(int worker) { return scratch_[static_cast<size_t>(worker)]; }
+
+  // The Q8_0 copy of m if it needs one and has none (kernels_int8.h), a row group per pool
+  // task. Under mu_ with no product in flight (reserve_*, need_int8_copy): the pool and the
+  // scratch are free, and no product reads the copy while it is made.
+  void make_int8_copy(const ResidentMatrix& m) {
+    if (int8_native(m) || m.int8_copy) return;
+    engine::TiledMatrix c;
+    c.type = QType::Q8_0;
+    c.rows = m.rows;
+    c.cols = ceil_div(m.cols, engine::kQ8Block) * engine::kQ8Block;  // zeros past the last whole block
+    c.tile_cols = engine::kTileCols;
+    c.block_bytes = sizeof(quant::BlockQ8_0);
+    out_of_memory_is_an_error("the int8 copy of the weights", 0, [&] {
+      c.bytes.resize(c.block_bytes * static_cast<size_t>(c.n_blocks() * c.rows));
+    });
+    pool_.parallel_for(c.n_groups(), [&](int64_t g, int worker) {
+      float* rows = scratch(worker).floats.data();
+      const int64_t nr = c.group_rows(g);
+      fill_panel(kernels_, m, g * kTileRows, nr, 0, m.cols, rows, m.cols);
+      for (int64_t b = 0; b < c.n_blocks(); ++b) {
+        uint8_t* tile = const_cast<uint8_t*>(c.tile(g, b));  // the Q8_0 tile layout (tile_layout.h)
+        for (int64_t i = 0; i < nr; ++i) {
+          quant::BlockQ8_0 block;
+          const int64_t c0 = b * engine::kQ8Block;
+          engine::quantize_block_q8_0(rows + i * m.cols + c0, std::min(engine::kQ8Block, m.cols - c0), &block);
+          std::memcpy(tile + i * sizeof(block.d), &block.d, sizeof(block.d));
+          std::memcpy(tile + nr * sizeof(block.d) + i * sizeof(block.qs), block.qs, sizeof(block.qs));
+        }
+      }
+    });
+    int8_copy_bytes_ += c.bytes.size();
+    m.int8_copy = std::make_unique<engine::TiledMatrix>(std::move(c));
+  }
+  // make_int8_copy at an int8 submission, for a caller that reserved nothing: under mu_ once
+  // the products in flight are done.
+  void need_int8_copy(const ResidentMatrix& m) {
+    if (int8_native(m)) return;
+    std::unique_lock<std::mutex> lk(mu_);
+    if (m.int8_copy) return;
+    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
+    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    make_int8_copy(m);
+  }
 
   // The staging grows only here: from reserve_*, or at a product larger than reserved.
   void grow_f16_staging(int64_t T, int64_t n_in) {
@@ -934,8 +961,8 @@ class CpuEngine final : public FrozenEngine {
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
       if (T <= kMatvecMaxTokens && int8_matvec_native(matvec_, m)) {  // one token (or a few): matrix-vector kernels
         const float* z = int8_offsets(m) ? x8_.z.data() : nullptr;
-        for_matvec_tasks(m, 1, [&](int64_t g0, int64_t g1) {
-          matvec_.int8_tiles(m.tiles, g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), z, T, job.out, m.rows);
+        for_matvec_tasks(int8_tiles(m), 1, [&](int64_t g0, int64_t g1) {
+          matvec_.int8_tiles(int8_tiles(m), g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), z, T, job.out, m.rows);
         });
         return;
       }
@@ -947,10 +974,10 @@ class CpuEngine final : public FrozenEngine {
         const int64_t g = i / n_tblocks * per_task, tb = i % n_tblocks, ng = std::min(per_task, n_groups - g);
         const int64_t t0 = tb * kInt8TokensPerTask, t1 = std::min(T, t0 + kInt8TokensPerTask);
         if (ng == 4 || ng <= 2) {
-          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, ng, t0, t1);
+          forward_task_int8(int8_, m, scratch(worker), x8_, job.out, g, ng, t0, t1);
         } else {
-          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g, 2, t0, t1);
-          forward_task_int8(kernels_, int8_, m, scratch(worker), x8_, job.out, g + 2, ng - 2, t0, t1);
+          forward_task_int8(int8_, m, scratch(worker), x8_, job.out, g, 2, t0, t1);
+          forward_task_int8(int8_, m, scratch(worker), x8_, job.out, g + 2, ng - 2, t0, t1);
         }
       });
     } else {
@@ -966,9 +993,9 @@ class CpuEngine final : public FrozenEngine {
         for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_tasks;) {
           const int64_t cb = i / ntb, tb = i % ntb;
           const Int8GradTask task{ranges.begin(cb), ranges.end(cb), tb, tb * tpt, std::min(T, (tb + 1) * tpt), 0};
-          input_grad_task_int8(kernels_, int8_, m, scratch(worker), g8_, job.out, task, grad_slots_.get(), worker);
+          input_grad_task_int8(int8_, m, scratch(worker), g8_, job.out, task, grad_slots_.get(), worker);
         }
-        steal_int8_grad_work(kernels_, int8_, m, scratch(worker), g8_, job.out, grad_slots_.get(), pool_.size(),
+        steal_int8_grad_work(int8_, m, scratch(worker), g8_, job.out, grad_slots_.get(), pool_.size(),
                              worker, tpt, T);
       });
       if (int8_offsets(m)) add_grad_offsets(m, job.in, T, job.out);
@@ -1026,6 +1053,7 @@ class CpuEngine final : public FrozenEngine {
   std::unique_ptr<GradTaskSlot[]> grad_slots_ = std::make_unique<GradTaskSlot[]>(static_cast<size_t>(pool_.size()));
   int64_t n_layer_ = 0;
   std::vector<ResidentMatrix> mats_;
+  std::atomic<size_t> int8_copy_bytes_{0};  // of the matrices' Q8_0 copies (resident_weight_bytes)
 
   std::mutex mu_;
   std::condition_variable queue_cv_, done_cv_;

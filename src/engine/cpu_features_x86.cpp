@@ -6,7 +6,6 @@
 #include <cpuid.h>
 
 #include <cstdint>
-#include <cstring>
 #endif
 
 namespace nl::engine {
@@ -29,13 +28,8 @@ X86Features detect() {
   unsigned a, b, c, d;
   if (!__get_cpuid(0, &a, &b, &c, &d)) return f;
   const unsigned max_leaf = a;
-  char vendor[13] = {};
-  std::memcpy(vendor, &b, 4), std::memcpy(vendor + 4, &d, 4), std::memcpy(vendor + 8, &c, 4);
 
   __get_cpuid(1, &a, &b, &c, &d);
-  const unsigned base_family = (a >> 8) & 0xF;
-  const unsigned family = base_family == 0xF ? base_family + ((a >> 20) & 0xFF) : base_family;
-  f.amd_zen3_or_later = std::strcmp(vendor, "AuthenticAMD") == 0 && family >= 0x19;
   const bool osxsave = bit(c, 27), avx = bit(c, 28), fma = bit(c, 12), f16c = bit(c, 29);
   if (!osxsave || !avx || max_leaf < 7) return f;
   const uint64_t xcr = xcr0();

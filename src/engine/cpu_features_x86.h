@@ -13,7 +13,6 @@ struct X86Features {
   // Zen 5): the EVEX vpdpbusd on 256- and 512-bit registers.
   bool avx512_vnni = false;
   bool avx512 = false;       // AVX-512 F + BW + VL, opmask and ZMM state saved (Skylake-X and later, Zen 4)
-  bool amd_zen3_or_later = false;  // AuthenticAMD, family 0x19 (Zen 3, Zen 4) or later
 };
 
 const X86Features& x86_features();

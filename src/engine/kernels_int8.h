@@ -23,9 +23,12 @@
 //   input grad  the row scales of a column block differ between its two halves, so dY is
 //               requantized per half (GradPanel::parts = 2): dw[r,h] = d sc[r,h] (exact in
 //               f32), m, rho, rho16 and e per 16 columns, as below per 32.
-// Every other type (F16, F32) is dequantized as in f32 mode and its rows
-// requantized to int8 per 32 columns with the activation quantizer (scale max|w|/127): an
-// extra relative error of at most 1/254 of each 32-value block's largest weight.
+// Every other type (F16, BF16, F32, Q4_1, Q5_0, Q5_1) is quantized once, at the matrix's
+// first int8 reservation or product, to a Q8_0 copy (quantize_block_q8_0: per row and 32
+// columns, d the smallest half >= max|w|/127 and q = round(w / d); columns past the last
+// whole block are zeros), whose products are then Q8_0's: an extra error of at most half a
+// step, 1/254 of each 32-value block's largest weight. (Until 2026-12-07 each task dequantized
+// and requantized its panels, 1.2-1.5x the time of the copy's Q8_0 products.)
 //
 // The definition, for one token t and one matrix W (rows r, columns c, blocks b of 32):
 //   forward     Y[t,r]  = sum over b, in increasing order, as a chain of f32 fused
@@ -57,8 +60,7 @@
 //               (int8, Q4_0/Q8_0, 2 threads); with 64 it runs 1.09x faster, 0.90-1.12x the
 //               forward's (docs/PERFORMANCE.md). The price: e is bounded over 64 rows.
 // The quantizer of a block of 32 floats v: amax = max|v|, d = amax / 127, q = round half
-// to even (v * (1/d)) (q = 0 when d = 0). Partial blocks (rows or columns that are not a
-// multiple of 32, f32/f16 weights only) are padded with zeros.
+// to even (v * (1/d)) (q = 0 when d = 0). A row's last partial block is padded with zeros.
 //
 // Every kernel set (scalar, AVX2, NEON) computes exactly these integers and this f32 chain,
 // so they agree bit for bit with each other and with precision_reference.h.
@@ -137,10 +139,15 @@ struct ForwardPanel {
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants
-// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K, Q5_K and Q6_K.
+// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Every other type's
+// products pack its Q8_0 copy (quantize_block_q8_0).
 inline bool int8_uses_stored_quants(QType t) {
   return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
 }
+// One block of the Q8_0 copy (the definition above) from n <= 32 values of a weight row (the
+// rest taken as zeros). A non-finite weight makes d non-finite (max|w| infinite) or gives
+// the quant -128 (NaN), as the activation quantizer does.
+void quantize_block_q8_0(const float* v, int64_t n, quant::BlockQ8_0* out);
 // An int16 scale in both halves of an int32 (ForwardPanel::sub_scales).
 inline int32_t scale_pair(int sc) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(sc)) * 0x10001u);
@@ -266,10 +273,6 @@ struct Int8Kernels {
   // Packs rows [64*rb, 64*rb + 64) x column blocks [b0, b1) of such a tiled
   // matrix.
   void (*pack_grad_tiles)(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p);
-  // Packers from dequantized f32 panels (every other weight type), as pack_forward_floats
-  // and pack_grad_floats below define them.
-  void (*pack_forward_floats)(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
-  void (*pack_grad_floats)(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
   // Y[t*ldy + i] for t < nt, i < nr: tokens quantized by quantize_row, row t of q at
   // q + t * ldq (ldq = 32 * blocks), of d and sum at t * blocks.
   void (*forward)(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
@@ -370,17 +373,8 @@ std::string panel_isa_of(const std::string& isa);
 // request names, else int8_kernels_for(panel_isa).
 const Int8Kernels& select_int8_kernels(const std::string& requested, const char* panel_isa);
 
-// Whether set k on this CPU runs int8 products faster than f32 ones even for weights it must
-// dequantize and requantize per task (every type but Q4_0/Q8_0). Measured (2 threads, every
-// products-benchmark shape, F16/Q4_K/Q6_K, docs/PERFORMANCE.md and
-// docs/performance/int8-types-2026-12-06-zen5.md): yes with AVX-VNNI and AVX-512 VNNI
-// (Zen 5) and with plain AVX2 on AMD Zen 3 (family 0x19, which Zen 4 shares: two
-// integer-multiply pipes); no on Zen 1 (family 0x17: 256-bit operations split in halves).
-// Intel CPUs with either VNNI: not measured, assumed as on Zen 5 (vpdpbusd is what makes
-// the difference). Elsewhere not measured, so no (scalar, NEON, Intel without VNNI).
-bool int8_beats_f32_when_requantizing(const Int8Kernels& k);
 // Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0, Q8_0, Q4_K,
-// Q5_K or Q6_K), whose quants it uses as stored: yes (Q4_K runs Q4_0's kernels plus its
+// Q5_K or Q6_K; Q8_0 for the other types, whose Q8_0 copy it uses): yes (Q4_K runs Q4_0's kernels plus its
 // offsets), except Q8_0 and Q5_K with the NEON widening set of cores without dotprod, which
 // executes about as many instructions per multiply-add as the f32 NEON kernels or more
 // (forward / input gradient per 1k multiply-adds, bench/arm64_icount.sh --cpu cortex-a53:
@@ -417,20 +411,5 @@ inline int8_t requantize_grad_value(int16_t y16, int16_t rho16) {
 
 // The scalar quantizer of one block of 32 values (the definition; every ISA matches it).
 void quantize_block_scalar(const float* v, int8_t* q, float* d, int32_t* sum);
-
-// The scalar packers from dequantized f32 panels (every weight type other than Q4_0/Q8_0):
-// each row's 32-column blocks are requantized with quantize_block_scalar. The definition;
-// the ISA sets' packers give the same bytes.
-//   forward: rows i < nr (<= 8) of P (row i at P + i*ldp), columns [0, n).
-void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p);
-//   input grad: rows i < nrows (<= 64) of P, columns [0, n) (one task's column range,
-//   starting on a 32-column block boundary of W).
-void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p);
-// The same packers with another ISA's quantize_row (bit-identical to the scalar one).
-using QuantizeRowFn = void (*)(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum);
-void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                               ForwardPanel& p);
-void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nrows, int64_t n,
-                            GradPanel& p);
 
 }  // namespace nl::engine

@@ -65,11 +65,6 @@ const Int8Kernels* int8_kernels_avx2() {
   return chosen;
 }
 
-bool int8_beats_f32_when_requantizing(const Int8Kernels& k) {
-  if (&k == int8_kernels_avx2_vnni() || &k == int8_kernels_avx512_vnni()) return true;
-  return &k == int8_kernels_avx2_plain() && x86_features().amd_zen3_or_later;
-}
-
 }  // namespace nl::engine
 
 #else
@@ -78,7 +73,6 @@ namespace nl::engine {
 const Int8Kernels* int8_kernels_avx2_plain() { return nullptr; }
 const Int8Kernels* int8_kernels_avx2_choice(const char*) { return nullptr; }
 const Int8Kernels* int8_kernels_avx2() { return nullptr; }
-bool int8_beats_f32_when_requantizing(const Int8Kernels&) { return false; }
 }  // namespace nl::engine
 
 #endif

@@ -611,68 +611,6 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   normalize_grad_scales_avx2(p);
 }
 
-// 32 floats of row `row` of P from column c0 (zeros past n or for a padded row).
-inline void load_block(const float* P, int64_t ldp, int64_t row, int64_t rows, int64_t c0, int64_t n, __m256 v[4]) {
-  if (row < rows && c0 + kQ8Block <= n) {
-    const float* x = P + row * ldp + c0;
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
-    return;
-  }
-  alignas(32) float tmp[kQ8Block] = {};
-  if (row < rows && c0 < n) std::memcpy(tmp, P + row * ldp + c0, static_cast<size_t>(n - c0) * sizeof(float));
-  for (int k = 0; k < 4; ++k) v[k] = _mm256_load_ps(tmp + 8 * k);
-}
-
-// pack_forward_floats (kernels_int8.h) with the vector quantizer: each row block is
-// quantized in registers, then its 8 4-byte chunks are scattered to the chunk-major layout.
-void pack_forward_floats_avx2(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
-  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
-  p.kind = Int8Kind::Signed;
-  p.has_offsets = false;
-  p.resize(nb);
-  alignas(32) int8_t q[kQ8Block];
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* out = p.q.data() + b * 256;
-    for (int64_t i = 0; i < 8; ++i) {
-      __m256 v[4];
-      load_block(P, ldp, i, nr, b * kQ8Block, n, v);
-      int32_t sum;
-      quantize_block(v[0], v[1], v[2], v[3], q, &p.d[static_cast<size_t>(b * 8 + i)], &sum);
-      for (int c = 0; c < 8; ++c) std::memcpy(out + c * 32 + i * 4, q + 4 * c, 4);
-      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * sum;  // forward_weight_sums
-    }
-  }
-}
-
-// pack_grad_floats with the vector quantizer: 4 rows at a time are quantized, then their
-// bytes interleaved per column as in pack_grad_tiles_avx2.
-void pack_grad_floats_avx2(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
-  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
-  p.kind = Int8Kind::Signed;
-  p.resize(nb);
-  alignas(32) int8_t q[4][kQ8Block];
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i* out = reinterpret_cast<__m256i*>(p.q.data() + b * kGradPanelBlockBytes);
-    for (int64_t k = 0; k < kGradChunks; ++k) {  // chunk k: rows 4k .. 4k+3
-      for (int64_t s = 0; s < 4; ++s) {
-        __m256 v[4];
-        load_block(P, ldp, 4 * k + s, nrows, b * kQ8Block, n, v);
-        int32_t sum;
-        quantize_block(v[0], v[1], v[2], v[3], q[s], &p.rho[static_cast<size_t>(b * kGradRowBlock + 4 * k + s)], &sum);
-      }
-      for (int half = 0; half < 2; ++half) {  // columns 0..15, then 16..31
-        __m128i r[4];
-        for (int s = 0; s < 4; ++s) r[s] = _mm_load_si128(reinterpret_cast<const __m128i*>(q[s] + 16 * half));
-        __m256i cols0_7, cols8_15;
-        interleave_rows(r, &cols0_7, &cols8_15);
-        _mm256_storeu_si256(out + (2 * half + 0) * kGradChunks + k, cols0_7);
-        _mm256_storeu_si256(out + (2 * half + 1) * kGradChunks + k, cols8_15);
-      }
-    }
-  }
-  normalize_grad_scales_avx2(p);
-}
-
 // One 4-byte chunk of a dot product into the running sums, unsigned bytes u times signed
 // bytes s: Q4_0 nibbles times signed activations (forward) or unsigned activations q + 128
 // times Q4_0's values u - 8 (input gradient). With VNNI int32 sums of the four products;
@@ -1612,8 +1550,6 @@ inline Int8Kernels avx2_int8_kernels(const char* isa) {
           quantize_row_avx2,
           pack_forward_tiles_avx2,
           pack_grad_tiles_avx2,
-          pack_forward_floats_avx2,
-          pack_grad_floats_avx2,
           forward_avx2,
           forward_pair_avx2,
           grad_rows_avx2,

@@ -16,7 +16,7 @@
 // need no offset. As on AVX2, the products go 4 tokens at a time, so each weight chunk is
 // loaded once per 4 tokens. The tile packers are AVX2's in NEON: 4x4 dword transposes of a
 // tile's rows (forward) or four rows' bytes interleaved with vst4 (input grad), the type
-// decided at compile time; the float packers quantize with quantize_row_neon.
+// decided at compile time.
 #pragma once
 #include <arm_neon.h>
 
@@ -861,13 +861,6 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   normalize_grad_scales_neon(p);
 }
 
-void pack_forward_floats_neon(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
-  pack_forward_floats_using(quantize_row_neon, P, ldp, nr, n, p);
-}
-void pack_grad_floats_neon(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
-  pack_grad_floats_using(quantize_row_neon, P, ldp, nrows, n, p);
-}
-
 // add_forward_offsets (kernels_int8.h): a row group's 8 rows in two vectors, fused
 // multiply-adds (vfmaq_f32) in the definition's order.
 void add_forward_offsets_neon(const float* z, int64_t ldz, int64_t nt, const ForwardPanel* const* p, int64_t np,
@@ -924,8 +917,6 @@ inline Int8Kernels neon_int8_kernels(const char* isa) {
           quantize_row_neon,
           pack_forward_tiles_neon,
           pack_grad_tiles_neon,
-          pack_forward_floats_neon,
-          pack_grad_floats_neon,
           forward_neon,
           forward_pair_by_calls<forward_neon>,
           grad_rows_neon,

@@ -1,6 +1,5 @@
 // The scalar int8 kernels: straight loops over the panel layouts of kernels_int8.h. They
-// define the results the SIMD sets must reproduce bit for bit; the packers from f32 panels
-// (weights that are not Q4_0/Q8_0) are shared by every ISA.
+// define the results the SIMD sets must reproduce bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -356,41 +355,18 @@ void normalize_grad_scales(GradPanel& p) {
   }
 }
 
-void pack_forward_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nr, int64_t n,
-                               ForwardPanel& p) {
-  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
-  p.kind = Int8Kind::Signed;
-  p.has_offsets = false;
-  p.resize(nb);
-  const float zeros[kQ8Block] = {};
-  int8_t q[kQ8Block];
-  int32_t sum;
-  for (int64_t i = 0; i < 8; ++i)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t c0 = b * kQ8Block;
-      quantize_row(i < nr ? P + i * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q, &p.d[static_cast<size_t>(b * 8 + i)],
-                   &sum);
-      for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = static_cast<uint8_t>(q[j]);
-      p.wsum[static_cast<size_t>(b * 8 + i)] = 128 * sum;  // forward_weight_sums
-    }
-}
-
-void pack_grad_floats_using(QuantizeRowFn quantize_row, const float* P, int64_t ldp, int64_t nrows, int64_t n,
-                            GradPanel& p) {
-  const int64_t nb = (n + kQ8Block - 1) / kQ8Block;
-  p.kind = Int8Kind::Signed;
-  p.resize(nb);
-  const float zeros[kQ8Block] = {};
-  int8_t q[kQ8Block];
-  int32_t sum;
-  for (int64_t r = 0; r < kGradRowBlock; ++r)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t c0 = b * kQ8Block;
-      quantize_row(r < nrows ? P + r * ldp + c0 : zeros, std::min(kQ8Block, n - c0), q,
-                   &p.rho[static_cast<size_t>(b * kGradRowBlock + r)], &sum);
-      for (int64_t j = 0; j < kQ8Block; ++j) p.q[grad_index(b, r, j)] = static_cast<uint8_t>(q[j]);
-    }
-  normalize_grad_scales(p);
+void quantize_block_q8_0(const float* v, int64_t n, quant::BlockQ8_0* out) {
+  float amax = 0.0f;
+  for (int64_t j = 0; j < n; ++j) amax = std::max(amax, std::fabs(v[j]));
+  // The smallest half >= amax / 127, so |w / d| <= 127 (the rounding to nearest could give
+  // a smaller d, and a quant past 127). amax is not negative: the next half up is bits + 1.
+  const float want = amax / 127.0f;
+  uint16_t bits = f32_to_fp16(want);
+  if (fp16_to_f32(bits) < want) ++bits;
+  const float d = fp16_to_f32(bits);
+  out->d = bits;
+  for (int64_t j = 0; j < kQ8Block; ++j)
+    out->qs[j] = j < n && d != 0.0f ? round_to_int8(v[j] / d) : static_cast<int8_t>(0);
 }
 
 void forward_weight_sums(ForwardPanel& p) {
@@ -404,21 +380,11 @@ void forward_weight_sums(ForwardPanel& p) {
     }
 }
 
-void pack_forward_floats(const float* P, int64_t ldp, int64_t nr, int64_t n, ForwardPanel& p) {
-  pack_forward_floats_using(quantize_row_scalar, P, ldp, nr, n, p);
-}
-
-void pack_grad_floats(const float* P, int64_t ldp, int64_t nrows, int64_t n, GradPanel& p) {
-  pack_grad_floats_using(quantize_row_scalar, P, ldp, nrows, n, p);
-}
-
 const Int8Kernels& int8_kernels_scalar() {
   static const Int8Kernels k{"scalar",
                              quantize_row_scalar,
                              pack_forward_tiles_scalar,
                              pack_grad_tiles_scalar,
-                             pack_forward_floats,
-                             pack_grad_floats,
                              forward_scalar,
                              forward_pair_by_calls<forward_scalar>,
                              grad_rows_scalar,

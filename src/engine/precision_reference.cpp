@@ -16,7 +16,7 @@ namespace {
 
 // W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K/Q5_K/Q6_K quants and scales as stored
 // (the K-quants' with their offsets c or Q6_K's integer scales of 16 columns), other types
-// dequantized and requantized (kernels_int8.h).
+// from their Q8_0 copy (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
@@ -42,7 +42,6 @@ Int8Weights int8_weights(const TensorView& W) {
   const bool offsets = int8_has_offsets(W.type);
   if (offsets) iw.c.assign(iw.d.size(), 0.0f);
   std::vector<float> row(static_cast<size_t>(W.cols()));
-  std::vector<int32_t> sums(static_cast<size_t>(iw.blocks));
   for (int64_t r = 0; r < iw.rows; ++r) {
     int8_t* q = &iw.q[static_cast<size_t>(r * iw.blocks * kQ8Block)];
     float* d = &iw.d[static_cast<size_t>(r * iw.blocks)];
@@ -85,9 +84,14 @@ Int8Weights int8_weights(const TensorView& W) {
                               ? static_cast<int8_t>((j < 16 ? (blk[2 + j] & 0x0F) : (blk[2 + j - 16] >> 4)) - 8)
                               : static_cast<int8_t>(blk[2 + j]);
       }
-    } else {
+    } else {  // the Q8_0 copy
       dequantize_row(W.type, W.row(r), row.data(), W.cols());
-      int8_kernels_scalar().quantize_row(row.data(), W.cols(), q, d, sums.data());
+      for (int64_t b = 0; b < iw.blocks; ++b) {
+        quant::BlockQ8_0 blk;
+        quantize_block_q8_0(row.data() + b * kQ8Block, std::min(kQ8Block, W.cols() - b * kQ8Block), &blk);
+        d[b] = fp16_to_f32(blk.d);
+        std::memcpy(q + b * kQ8Block, blk.qs, sizeof(blk.qs));
+      }
     }
   }
   return iw;

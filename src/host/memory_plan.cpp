@@ -88,6 +88,21 @@ bool serves_int8_offsets(const Model& m) {
   return any;
 }
 
+// The Q8_0 copies the cpu engine's int8 products make of matrices whose quants they cannot
+// use (engine::int8_uses_stored_quants: all but Q4_0, Q8_0 and the K-quants): 34 bytes per
+// row and 32 columns.
+size_t int8_copy_bytes(const Model& m) {
+  const auto copy = [](const TensorView& w) -> size_t {
+    const QType t = w.type;
+    const bool stored = t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
+    return stored ? 0 : static_cast<size_t>(w.rows() * ((w.cols() + 31) / 32) * 34);
+  };
+  size_t n = copy(m.weights.output.present() ? m.weights.output : m.weights.tok_embd);
+  for (const LayerWeights& l : m.weights.layers)
+    for (int p = 0; p < kNumProj; ++p) n += copy(l.proj(static_cast<Proj>(p)));
+  return n;
+}
+
 // The cpu engine's int8 staging for a step of T tokens (src/engine/cpu_engine.cpp): one
 // buffer of quantized input rows (per 32 values: 32 int8, a scale and a sum) and one of
 // int16 output-gradient rows (and a float per 64 rows), each grown to its largest product:
@@ -173,7 +188,8 @@ MemoryPlan plan_step_memory(const Model& model, const MemoryRequest& req) {
   const int64_t two = lay_out_step_buffers(c, dims, 2, b, nullptr);
   p.block_bytes = static_cast<size_t>(two - one) * sizeof(float);
   p.fixed_bytes = static_cast<size_t>(one) * sizeof(float) - p.block_bytes;
-  p.weight_bytes = served_matrix_bytes(model) + embedding_bytes(model, req.max_tokens) + vector_bytes(c);
+  p.weight_bytes = served_matrix_bytes(model) + embedding_bytes(model, req.max_tokens) + vector_bytes(c) +
+                   (req.int8_products ? int8_copy_bytes(model) : 0);
   const size_t param_bytes = static_cast<size_t>(req.n_adapter_params) * sizeof(float);
   p.adapter_bytes = param_bytes * 4;  // parameters, gradients, AdamW's two moments
   // The trainer's rollback point (adapter + moments) lives through the run. A save streams

@@ -187,11 +187,11 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
 }
 
 // What a decoder's one-token step asks for (FrozenEngine::mode_for_tokens): int8 stays int8
-// on Q4_0/Q8_0 tiles and the K-quants' where the set has their kernels (scalar, AVX2: not
-// NEON), and for more tokens than those kernels take; on other tiled types it becomes f32
-// exactly where the f32 matrix-vector kernel runs (an AVX2 set and whole row groups), whose
-// products are then the f32 mode's bits.
-TEST(MatvecKernels, FewTokenInt8ProductsOnRequantizedTypesRunInF32WhereThatIsTheMatvecPath) {
+// on Q4_0/Q8_0 tiles, on the Q8_0 copy of other types (F16) and on the K-quants' tiles where
+// the set has their kernels (scalar, AVX2: not NEON), and for more tokens than those kernels
+// take; on K-quant tiles without them it becomes f32 exactly where the f32 matrix-vector
+// kernel runs (an AVX2 set and whole row groups), whose products are then the f32 mode's bits.
+TEST(MatvecKernels, FewTokenInt8ProductsRunInF32OnlyWhereTheSetLacksTheirInt8Kernels) {
   for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::F16, 40, 160},
                          Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}, Shape{QType::Q6_K, 43, 256}}) {
     MatvecModel mm(s.type, s.rows, s.cols);
@@ -202,8 +202,7 @@ TEST(MatvecKernels, FewTokenInt8ProductsOnRequantizedTypesRunInF32WhereThatIsThe
       auto e = nl::make_engine(mm.model, o);
       const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
       const std::string what = name(s) + ", " + e->isa();
-      const bool native =
-          s.type == QType::Q4_0 || s.type == QType::Q8_0 || (kquant(s.type) && e->isa().rfind("neon", 0) != 0);
+      const bool native = !kquant(s.type) || e->isa().rfind("neon", 0) != 0;
       const bool f32_matvec = e->isa().rfind("avx2", 0) == 0 && s.rows % 8 == 0;
       for (int64_t n = 1; n <= 5; ++n) {
         const Precision want = !native && f32_matvec && n <= 4 ? Precision::F32 : Precision::Int8;

@@ -648,86 +648,44 @@ TEST(Int8Kernels, GradRowsAgreeOnNonFiniteValues) {
   }
 }
 
-// Weights that are not Q4_0/Q8_0 are requantized per (row, 32 columns) from the f32 panel:
-// the forward and input-gradient packers must produce the same int8 weights and scales (the
-// input-gradient panel holds each block's largest |scale| m and the ratios scale / m).
-TEST(Int8Kernels, FloatPanelsGiveTheSameWeightsToBothProducts) {
-  const int64_t rows = 21, cols = 75;  // partial row block, ragged columns
-  const std::vector<float> W = random_vec(static_cast<size_t>(rows * cols), 3);
-  GradPanel gp;
-  nl::engine::pack_grad_floats(W.data(), cols, rows, cols, gp);
-  ASSERT_EQ(gp.blocks, 3);
-  std::vector<float> scale(static_cast<size_t>(rows * 3));  // the forward panels' scales, [row][block]
-  for (int64_t g = 0; g * 8 < rows; ++g) {
-    ForwardPanel fp;
-    const int64_t nr = std::min<int64_t>(8, rows - g * 8);
-    nl::engine::pack_forward_floats(W.data() + g * 8 * cols, cols, nr, cols, fp);
-    ASSERT_EQ(fp.blocks, 3);
-    for (int64_t i = 0; i < nr; ++i)
-      for (int64_t c = 0; c < 96; ++c) {
-        const int64_t r = g * 8 + i, b = c / 32, j = c % 32;
-        const uint8_t f = fp.q[static_cast<size_t>((b * 8 + j / 4) * 32 + i * 4 + j % 4)];
-        const uint8_t gq =
-            gp.q[static_cast<size_t>(((b * 4 + j / 8) * nl::engine::kGradChunks + r / 4) * 32 + (j % 8) * 4 + r % 4)];
-        ASSERT_EQ(f, gq) << "row " << r << " col " << c;
-        if (c >= cols) {
-          ASSERT_EQ(f, 0) << "padding";
-        }
-        if (j == 0) scale[static_cast<size_t>(r * 3 + b)] = fp.d[static_cast<size_t>(b * 8 + i)];
-      }
-  }
-  for (int64_t b = 0; b < 3; ++b) {
-    float m = 0.0f;
-    for (int64_t r = 0; r < rows; ++r) m = std::max(m, std::fabs(scale[static_cast<size_t>(r * 3 + b)]));
-    ASSERT_GT(m, 0.0f);
-    EXPECT_EQ(gp.m[static_cast<size_t>(b)], m) << "block " << b;
-    for (int64_t r = 0; r < nl::engine::kGradRowBlock; ++r) {
-      const float rho = gp.rho[static_cast<size_t>(b * nl::engine::kGradRowBlock + r)];
-      EXPECT_EQ(rho, r < rows ? scale[static_cast<size_t>(r * 3 + b)] / m : 0.0f) << "row " << r << " block " << b;
-      EXPECT_LE(std::fabs(rho), 1.0f);
-      EXPECT_EQ(gp.rho16[static_cast<size_t>(b * nl::engine::kGradRowBlock + r)], nl::engine::grad_rho16(rho)) << "row " << r << " block " << b;
+// The Q8_0 copy of the weights without int8 tiles (kernels_int8.h): d is the smallest half
+// >= max|w| / 127, so every quant is within [-127, 127] and each weight within half a step;
+// a partial block's missing values are zeros; all zeros give d = 0; tiny blocks (d a
+// subnormal half) and non-finite weights as documented.
+TEST(Int8Kernels, Q8_0CopyOfOtherWeights) {
+  std::vector<float> v = random_vec(32, 5);
+  for (const float scale : {1.0f, 3e-3f, 1e-6f, 1e-9f, 7e4f}) {
+    SCOPED_TRACE(scale);
+    std::vector<float> w(v);
+    for (float& x : w) x *= scale;
+    nl::quant::BlockQ8_0 b;
+    nl::engine::quantize_block_q8_0(w.data(), 32, &b);
+    float amax = 0.0f;
+    for (float x : w) amax = std::max(amax, std::fabs(x));
+    const float d = nl::fp16_to_f32(b.d);
+    ASSERT_GE(d, amax / 127.0f);
+    ASSERT_LT(nl::fp16_to_f32(static_cast<uint16_t>(b.d - 1)), amax / 127.0f) << "the smallest such half";
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_LE(std::abs(static_cast<int>(b.qs[j])), 127);
+      EXPECT_EQ(b.qs[j], static_cast<int8_t>(std::nearbyint(w[static_cast<size_t>(j)] / d))) << j;
+      EXPECT_LE(std::fabs(b.qs[j] * d - w[static_cast<size_t>(j)]), 0.50001f * d) << j;
     }
   }
-}
-
-// Each ISA's float packers give the scalar packers' bytes and scales: full and partial row
-// blocks, ragged columns, an all-zero row (scale 0) and rows of very different magnitudes.
-TEST(Int8Kernels, FloatPackersMatchTheScalarSet) {
-  const int64_t rows = 100, cols = 203, ld = 211;  // ld > cols: the packers honour the stride
-  std::vector<float> W = random_vec(static_cast<size_t>(rows * ld), 4);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < ld; ++c) W[static_cast<size_t>(r * ld + c)] *= std::ldexp(1.0f, static_cast<int>(r % 9) - 4);
-  std::fill(W.begin() + 3 * ld, W.begin() + 4 * ld, 0.0f);
-  for (const Int8Kernels* k : simd_sets()) {
-    SCOPED_TRACE(k->isa);
-    for (int64_t g = 0; g * 8 < rows; ++g) {
-      ForwardPanel p0, p1;
-      const int64_t nr = std::min<int64_t>(8, rows - g * 8);
-      nl::engine::pack_forward_floats(W.data() + g * 8 * ld, ld, nr, cols, p0);
-      k->pack_forward_floats(W.data() + g * 8 * ld, ld, nr, cols, p1);
-      ASSERT_EQ(p0.blocks, p1.blocks);
-      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * 256, p1.q.begin())) << "forward, group " << g;
-      ASSERT_TRUE(std::equal(p0.d.begin(), p0.d.begin() + p0.blocks * 8, p1.d.begin())) << "forward scales " << g;
-      // The weight sums (taken from the quantizer's sums) are those of the definition.
-      ForwardPanel def = p0;
-      nl::engine::forward_weight_sums(def);
-      ASSERT_TRUE(std::equal(def.wsum.begin(), def.wsum.begin() + p0.blocks * 8, p0.wsum.begin())) << "sums " << g;
-      ASSERT_TRUE(std::equal(p0.wsum.begin(), p0.wsum.begin() + p0.blocks * 8, p1.wsum.begin())) << "sums " << g;
-    }
-    constexpr int64_t RB = nl::engine::kGradRowBlock;
-    for (int64_t rb = 0; rb * RB < rows; ++rb) {
-      GradPanel p0, p1;
-      const int64_t nrows = std::min<int64_t>(RB, rows - rb * RB);
-      nl::engine::pack_grad_floats(W.data() + rb * RB * ld, ld, nrows, cols, p0);
-      k->pack_grad_floats(W.data() + rb * RB * ld, ld, nrows, cols, p1);
-      ASSERT_EQ(p0.blocks, p1.blocks);
-      ASSERT_TRUE(std::equal(p0.q.begin(), p0.q.begin() + p0.blocks * nl::engine::kGradPanelBlockBytes, p1.q.begin()))
-          << "grad, block " << rb;
-      ASSERT_TRUE(std::equal(p0.rho.begin(), p0.rho.begin() + p0.blocks * RB, p1.rho.begin())) << "grad ratios " << rb;
-      ASSERT_TRUE(std::equal(p0.rho16.begin(), p0.rho16.begin() + p0.blocks * RB, p1.rho16.begin())) << "rho16 " << rb;
-      ASSERT_TRUE(std::equal(p0.m.begin(), p0.m.begin() + p0.blocks, p1.m.begin())) << "grad bounds " << rb;
-    }
-  }
+  nl::quant::BlockQ8_0 b;
+  nl::engine::quantize_block_q8_0(v.data(), 7, &b);  // a row's last 7 columns
+  for (int j = 7; j < 32; ++j) EXPECT_EQ(b.qs[j], 0) << "padding " << j;
+  const std::vector<float> zeros(32, 0.0f);
+  nl::engine::quantize_block_q8_0(zeros.data(), 32, &b);
+  EXPECT_EQ(b.d, 0);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(b.qs[j], 0);
+  std::vector<float> w(v);
+  w[3] = NAN;
+  nl::engine::quantize_block_q8_0(w.data(), 32, &b);
+  EXPECT_TRUE(std::isfinite(nl::fp16_to_f32(b.d)));
+  EXPECT_EQ(b.qs[3], -128);
+  w[3] = INFINITY;
+  nl::engine::quantize_block_q8_0(w.data(), 32, &b);
+  EXPECT_TRUE(std::isinf(nl::fp16_to_f32(b.d)));
 }
 
 }  // namespace

@@ -190,9 +190,9 @@ std::vector<double> sequential_logprobs(nl::Decoder& dec, const nl::Tokenizer& t
 
 // All of a question's tags in one Decoder::forward_tree give every tag the bits of the
 // sequential scorer (a few-token forward per tag, matrix-vector products, against the tree's
-// block products) in the f32 mode, and in the int8 mode where its products are int8 both ways
-// (stories260K; the tiny qwen3 preset's F16 weights take the f32 few-token products there,
-// its distance is printed and bounded). Prompts with and without retrieval, with an adapter.
+// block products) in the f32 mode and in the int8 mode (stories260K's F32 and the tiny qwen3
+// preset's F16 weights: int8 products on their Q8_0 copies both ways). Prompts with and
+// without retrieval, with an adapter.
 TEST(TagScoring, TreeGivesTheSequentialScorersBits) {
   struct Case {
     std::string name;
@@ -228,21 +228,12 @@ TEST(TagScoring, TreeGivesTheSequentialScorersBits) {
       dec.set_adapter(&adapter);
       seq.set_adapter(&adapter);
       nl::CompletionScorer scorer(dec, tok);
-      double worst = 0;
       for (const std::string& prompt : {nl::lamp2_prompt("a happy story about a dog"),
                                         nl::lamp2_prompt("a sad story about a cat", {{"a big story about a cat", "comedy"}}),
                                         nl::lamp2_prompt("a little story about a robot")}) {
         const nl::CompletionScores got = scorer.score(prompt, tags);
         const std::vector<double> want = sequential_logprobs(seq, tok, prompt, tags);
-        if (exact || c.name == "stories260K") {
-          EXPECT_EQ(got.logprob, want) << c.name << (exact ? ", f32" : ", int8") << ": " << prompt;
-        } else {
-          for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got.logprob[i] - want[i]));
-        }
-      }
-      if (!exact && c.name != "stories260K") {
-        std::printf("[tag scoring] %s, int8: max |tree - sequential| tag log-probability %.3g\n", c.name.c_str(), worst);
-        EXPECT_LE(worst, 0.05) << c.name;
+        EXPECT_EQ(got.logprob, want) << c.name << (exact ? ", f32" : ", int8") << ": " << prompt;
       }
     }
   }

@@ -64,11 +64,8 @@ TEST(PrecisionCli, AutoOnStories260KPrintsStoresAndKeepsTheF32ValidationLoss) {
   NL_REQUIRE_SHARED("stories260K/stories260K.gguf", f32_model);
   const fs::path data = nltest::source_dir() / "data/stories";
   nltest::TempDir td;
-  // In Q8_0: on most CPUs the cpu engine's int8 mode is cheaper than f32 only on Q4_0/Q8_0
-  // matrices, so on the f32 original `auto` would try nothing there (see
-  // CheaperModesFollowTheInt8KernelSet). (The down projection's rows of 172 values are not
-  // whole 32-blocks, so it stays in rows as stored: it is offered int8 only where
-  // int8_beats_f32_when_requantizing.)
+  // In Q8_0, as a user would quantize it. (The down projection's rows of 172 values are not
+  // whole 32-blocks, so it stays f32: its int8 products run on the engine's Q8_0 copy.)
   const fs::path model = td / "stories260K-q8_0.gguf";
   auto q = run_cli("quantize --type q8_0 --quiet " + shq(f32_model.string()) + " " + shq(model.string()));
   ASSERT_EQ(q.rc, 0) << q.out << q.err;

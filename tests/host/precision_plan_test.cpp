@@ -184,45 +184,9 @@ TEST(PrecisionCalibration, ZeroToleranceKeepsF32WhereverAModeChangesTheGradients
   EXPECT_EQ(r.plan.calibration["passes"], r.passes);
 }
 
-// The CPUs where int8 beats f32 even on requantized weights (kernels_int8.h), decided here
-// from /proc/cpuinfo rather than CPUID: AVX-VNNI or AVX-512 VNNI (unless NL_INT8_VNNI=0 or
-// avx2 turns the VNNI sets off), or AMD family 25 (0x19) and later.
-bool cpuinfo_says_int8_beats_f32_when_requantizing() {
-  const char* vnni_env = std::getenv("NL_INT8_VNNI");
-  const bool vnni_allowed = !(vnni_env && (std::string(vnni_env) == "0" || std::string(vnni_env) == "avx2"));
-  std::ifstream in("/proc/cpuinfo");
-  std::string line, vendor, flags;
-  int family = 0;
-  while (std::getline(in, line) && !line.empty()) {
-    const std::string value = line.substr(line.find(':') + 1);
-    if (line.rfind("vendor_id", 0) == 0) vendor = value;
-    if (line.rfind("cpu family", 0) == 0) family = std::stoi(value);
-    if (line.rfind("flags", 0) == 0) flags = value + " ";
-  }
-  const auto has = [&](const char* flag) { return flags.find(std::string(" ") + flag + " ") != std::string::npos; };
-  const bool avx512_vnni = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512_vnni");
-  return (vnni_allowed && (has("avx_vnni") || avx512_vnni)) ||
-         (vendor.find("AuthenticAMD") != std::string::npos && family >= 0x19);
-}
-
-TEST(PrecisionCalibration, Int8BeatsF32WhenRequantizingOnlyOnMeasuredCpus) {
-  EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(nl::engine::int8_kernels_scalar()));
-  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_avx2()) {
-    if (!std::ifstream("/proc/cpuinfo")) {
-      GTEST_SKIP() << "no /proc/cpuinfo to check the CPU against";
-    }
-    EXPECT_EQ(nl::engine::int8_beats_f32_when_requantizing(*k), cpuinfo_says_int8_beats_f32_when_requantizing())
-        << "int8 set " << k->isa;
-  }
-  if (const nl::engine::Int8Kernels* k = nl::engine::int8_kernels_neon()) {
-    EXPECT_FALSE(nl::engine::int8_beats_f32_when_requantizing(*k)) << "not measured on arm64";
-  }
-}
-
-// Which matrices have a mode cheaper than f32 on the cpu engine: Q4_0/Q8_0 ones (int8 uses
-// their quants as stored) with every int8 set but NEON's widening one on Q8_0; every type where int8 beats f32 even though
-// other types are requantized per task (measured, above); elsewhere f32 stays the cheapest
-// for them.
+// Which matrices have a mode cheaper than f32 on the cpu engine: int8 on the tiles it packs
+// (Q4_0's quants as stored; F16's Q8_0 copy, so Q8_0's rule) with every int8 set but NEON's
+// widening one on Q8_0; elsewhere f32 stays the cheapest.
 TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
   for (const nl::QType type : {nl::QType::Q4_0, nl::QType::F16}) {
     nltest::TinyModel tm = nltest::make_tiny_model("qwen2", type, 2);
@@ -230,8 +194,7 @@ TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
       SCOPED_TRACE(std::string(nl::qtype_info(type).name) + ", isa " + isa);
       auto engine = nl::make_engine(*tm.model, {"cpu", 2, isa});
       const nl::engine::Int8Kernels& k = nl::engine::int8_kernels_for(engine->isa());
-      const bool int8 = (type == nl::QType::Q4_0 && nl::engine::int8_beats_f32_on_stored_quants(k, type)) ||
-                        nl::engine::int8_beats_f32_when_requantizing(k);
+      const bool int8 = nl::engine::int8_beats_f32_on_stored_quants(k, type == nl::QType::F16 ? nl::QType::Q8_0 : type);
       for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
         EXPECT_EQ(engine->cheaper_modes(engine->handle(l, Proj::Q)),
                   int8 ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{});
@@ -239,13 +202,37 @@ TEST(PrecisionCalibration, CheaperModesFollowTheInt8KernelSet) {
   }
 }
 
-// Calibrating an F16 model where no mode is cheaper (the scalar int8 set) tries nothing and
-// keeps f32.
+// An engine whose modes are never cheaper than f32 (as the cpu engine's on Q8_0 weights
+// with the NEON widening set), the products of a real one.
+class NoCheaperModes final : public nl::FrozenEngine {
+ public:
+  explicit NoCheaperModes(std::unique_ptr<nl::FrozenEngine> e) : e_(std::move(e)) {}
+  std::string backend() const override { return e_->backend(); }
+  int threads() const override { return e_->threads(); }
+  std::vector<Precision> cheaper_modes(nl::WeightHandle) const override { return {}; }
+  nl::WeightHandle handle(int64_t layer, Proj p) const override { return e_->handle(layer, p); }
+  nl::WeightHandle output_handle() const override { return e_->output_handle(); }
+  int64_t rows(nl::WeightHandle h) const override { return e_->rows(h); }
+  int64_t cols(nl::WeightHandle h) const override { return e_->cols(h); }
+  nl::EngineTicket submit_forward(nl::WeightHandle h, const float* X, int64_t T, float* Y, Precision p) override {
+    return e_->submit_forward(h, X, T, Y, p);
+  }
+  nl::EngineTicket submit_input_grad(nl::WeightHandle h, const float* dY, int64_t T, float* dX, Precision p) override {
+    return e_->submit_input_grad(h, dY, T, dX, p);
+  }
+  void wait(nl::EngineTicket t) override { e_->wait(t); }
+  size_t resident_bytes() const override { return e_->resident_bytes(); }
+  size_t resident_weight_bytes() const override { return e_->resident_weight_bytes(); }
+
+ private:
+  std::unique_ptr<nl::FrozenEngine> e_;
+};
+
+// Calibrating where no mode is cheaper tries nothing and keeps f32.
 TEST(PrecisionCalibration, AutoTriesNothingWhereNoModeIsCheaper) {
-  nltest::TinyModel tm = nltest::make_tiny_model("qwen2", nl::QType::F16, 4);
-  auto engine = nl::make_engine(*tm.model, {"cpu", 2, "scalar"});
-  for (int64_t l = 0; l < tm.model->config.n_layer; ++l)
-    EXPECT_TRUE(engine->cheaper_modes(engine->handle(l, Proj::Q)).empty());
+  nltest::TinyModel tm = nltest::make_tiny_model("qwen2", nl::QType::Q8_0, 4);
+  NoCheaperModes e(nl::make_engine(*tm.model, {"cpu", 2, "scalar"}));
+  nl::FrozenEngine* engine = &e;
   const nl::Batch batch = nltest::make_batch({12, 9}, tm.model->config.vocab, 2, 11);
   nl::LoraConfig lc;
   lc.rank = 4;

@@ -242,6 +242,40 @@ TEST_P(WarmKQuantSteps, AllocateNothing) {
 INSTANTIATE_TEST_SUITE_P(StepRuntime, WarmKQuantSteps, ::testing::Values(nl::QType::Q4_K, nl::QType::Q5_K, nl::QType::Q6_K),
                          [](const ::testing::TestParamInfo<nl::QType>& i) { return std::string(nl::qtype_info(i.param).name); });
 
+// With int8 products the plan counts the cpu engine's Q8_0 copies of F16 weights (34 bytes
+// per row and 32 columns of each matrix it serves) as weights, the bytes the engine holds
+// once every matrix ran an int8 product; Q8_0 weights need none.
+TEST(StepRuntime, MemoryPlanCountsTheEnginesInt8CopiesOfF16Weights) {
+  nltest::TempDir dir;
+  for (const nl::QType type : {nl::QType::F16, nl::QType::Q8_0}) {
+    SCOPED_TRACE(nl::qtype_name(type));
+    const auto model = tiny_model(dir, "tiny-llama", 2, type);
+    nl::MemoryRequest r;
+    r.max_tokens = 32;
+    r.n_adapter_params = 1;
+    r.loss_chunk = 16;
+    const size_t f32 = nl::plan_step_memory(*model, r).weight_bytes;
+    r.int8_products = true;
+    const size_t int8 = nl::plan_step_memory(*model, r).weight_bytes;
+    auto engine = nl::make_engine(*model, {"cpu", 2, "auto"});
+    const size_t before = engine->resident_weight_bytes();
+    std::vector<nl::WeightHandle> handles = {engine->output_handle()};
+    for (int64_t l = 0; l < model->config.n_layer; ++l)
+      for (int p = 0; p < nl::kNumProj; ++p) handles.push_back(engine->handle(l, static_cast<nl::Proj>(p)));
+    for (const nl::WeightHandle h : handles) {
+      const std::vector<float> x(static_cast<size_t>(engine->cols(h)), 0.5f);
+      std::vector<float> y(static_cast<size_t>(engine->rows(h)));
+      engine->forward(h, x.data(), 1, y.data(), nl::Precision::Int8);
+    }
+    EXPECT_EQ(int8 - f32, engine->resident_weight_bytes() - before);
+    if (type == nl::QType::Q8_0) {
+      EXPECT_EQ(int8, f32);
+    } else {
+      EXPECT_GT(int8, f32);
+    }
+  }
+}
+
 TEST(StepRuntime, MemoryPlanKeepsWhatTheBudgetHolds) {
   nltest::TempDir dir;
   const auto model = tiny_model(dir, "tiny-llama", 6);

@@ -73,10 +73,9 @@ class FrozenEngine {
 
   // The mode a product of `tokens` tokens on h should run in when mode p is asked for:
   // p, or f32 where that is exact and cheaper for so few tokens (the cpu engine's int8 mode
-  // requantizes F16/F32 weights per product (and on arm64 the K-quants' few-token products
-  // take the panels), which a one-token product pays
-  // for every weight, while its f32 matrix-vector kernel reads them once). A decoder asks
-  // it for its one-token steps; training keeps its plan's modes.
+  // on a set without int8 matrix-vector kernels for the weights' type packs panels, which a
+  // one-token product pays for every weight, while its f32 matrix-vector kernel reads them
+  // once). A decoder asks it for its one-token steps; training keeps its plan's modes.
   virtual Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const {
     (void)h, (void)tokens;
     return p;
@@ -113,7 +112,8 @@ class FrozenEngine {
   // metadata (handles, shapes). Scratch used while a product runs is not included; it is
   // a few rows per thread, never a whole matrix.
   virtual size_t resident_bytes() const = 0;
-  // The resident weight bytes alone (for the cpu backend: the quantized rows as stored).
+  // The resident weight bytes alone (for the cpu backend: the quantized rows as stored, and
+  // the Q8_0 copies its int8 products made of the others).
   virtual size_t resident_weight_bytes() const = 0;
 
   // Device time of the completed products (see EngineDeviceTime).

@@ -10,7 +10,8 @@
 // docs/PERFORMANCE.md, Memory):
 //   the process before training (measured when the plan is made: code, libraries, the
 //   model's metadata and tokenizer, the data; or a fixed allowance) + frozen weights (the
-//   engine's resident matrices, the embedding rows a batch can touch, the norm vectors)
+//   engine's resident matrices, with int8 products its Q8_0 copies of F16/F32/... ones, the
+//   embedding rows a batch can touch, the norm vectors)
 //   + the larger of two phases that never overlap:
 //   - training: adapter state (parameters, gradients, two AdamW moments, f32) + the arena
 //     + the engine's int8 staging (when products run in int8) + checkpoint state (the

@@ -50,10 +50,10 @@ struct DecoderOptions {
   std::string backend = "cpu";
   // Prompt tokens per engine product: a longer prompt runs in chunks of this many.
   int64_t prefill_chunk = 256;
-  // Products of a few tokens (a decode step) on weights the int8 mode requantizes (F16, F32;
-  // on arm64 the K-quants too) run in f32 where the engine says that is cheaper
-  // (FrozenEngine::mode_for_tokens: the cpu engine's f32 matrix-vector kernels, 2-4x faster
-  // there). Their logits are then not the bits the same tokens get inside a prompt's block;
+  // Products of a few tokens (a decode step) run in f32 where the engine says that is
+  // cheaper (FrozenEngine::mode_for_tokens). The cpu engine says so nowhere since its int8
+  // matrix-vector kernels take every type (its Q8_0 copies of F16/F32 weights, 2026-12-07);
+  // before, F16/F32 decode steps ran its f32 matrix-vector kernels. Their logits are then not the bits the same tokens get inside a prompt's block;
   // false keeps every product in `precision`, so chunked and stepwise runs agree bit for bit.
   bool few_token_f32 = true;
 
@@ -101,7 +101,7 @@ class Decoder {
   // cache keeps n_past() positions afterwards (nothing of the tree is kept), but needs room
   // for n_past() + size while the tree runs.
   // Exactness: in a precision whose products give a row the same bits whatever rows run
-  // with it (f32 everywhere; int8 on Q4_0/Q8_0/K-quants, or with few_token_f32 off), row i has the
+  // with it (f32 everywhere; int8 on the cpu engine), row i has the
   // bits of the last row of forward(path to i, all_logits) after the same cache. Where
   // few_token_f32 runs a few-token forward in f32 but this block in int8, the rows differ by
   // the int8 mode's rounding (docs/ARCHITECTURE.md, Inference). Throws nl::Error for a parent

@@ -10,7 +10,7 @@
 //    it (activations.glsl) and guard_f16 rounds Y after, per row.
 //  Int8 mode (the cpu engine's definition, src/engine/kernels_int8.h): X was quantized per
 //    32-block (quantize_q8.comp); Q4_0/Q8_0 weights give their own quants and scales, F32/F16
-//    weights are quantized per row and block here with the same quantizer; each block's dot
+//    weights are quantized per row and block here as the cpu engine's Q8_0 copy of them; each block's dot
 //    product is exact, then acc = fma(isum, dw * dx, acc). The quants sit in the same float
 //    tiles: a block's sum of 32 products of int8 values is at most 32 * 128^2 = 2^19, so
 //    every partial sum is an integer that f32 holds exactly (as an integer sum would).
@@ -70,12 +70,12 @@ void main() {
       if (lid < TILE_ROWS) {
         float amax = 0.0;
         for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(w_tile[lid][j]));
-        wd_tile[lid] = quant_scale(amax);
+        wd_tile[lid] = weight_scale(amax);
       }
       barrier();
-      for (uint k = 0u; k < 16u; ++k) {  // each thread requantizes the elements it staged
+      for (uint k = 0u; k < 16u; ++k) {  // each thread quantizes the elements it staged
         const uint idx = lid + 64u * k, i = idx >> 5, j = idx & 31u;
-        w_tile[i][j] = float(quantize_value(w_tile[i][j], quant_inverse(wd_tile[i])));
+        w_tile[i][j] = float(quantize_weight(w_tile[i][j], wd_tile[i]));
       }
       barrier();
     }

@@ -85,13 +85,13 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
       const uint r = r0 + lid;
       if (stored_quants) {
         wd_block[lid] = r < p.rows ? block_scale(r, b) : 0.0;
-      } else {  // the quantizer's scale of the row's 32 columns
+      } else {  // the Q8_0 copy's scale of the row's 32 columns
         float amax = 0.0;
         for (uint jj = 0u; jj < 32u; ++jj) {
           const uint c = b * 32u + jj;
           amax = max(amax, abs(r < p.rows && c < p.cols ? weight_at(r, c) : 0.0));
         }
-        wd_block[lid] = quant_scale(amax);
+        wd_block[lid] = weight_scale(amax);
       }
     }
     if (lid < TILE_TOKENS) {
@@ -119,7 +119,7 @@ void int8_product(uint b, uint t0, uint lid, uint j, uint th) {
         if (stored_quants)
           wq_block[i][jj] = r < p.rows ? block_quant(r, c) : 0;
         else
-          wq_block[i][jj] = r < p.rows && c < p.cols ? quantize_value(weight_at(r, c), quant_inverse(wd_block[h + i])) : 0;
+          wq_block[i][jj] = r < p.rows && c < p.cols ? quantize_weight(weight_at(r, c), wd_block[h + i]) : 0;
       }
       for (uint k = 0u; k < 16u; ++k) {
         const uint idx = lid + 64u * k, tt = idx >> 5, i = idx & 31u;
