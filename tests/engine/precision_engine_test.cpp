@@ -278,18 +278,18 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
 }
 
 // The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights (whose
-// quants it uses as stored) on every CPU, but for Q8_0 and Q5_K not on an
-// arm64 one without the dot-product extension, where the widening int8 kernels execute more
-// instructions than the f32 ones (the arm64 tests run under qemu both ways: -cpu max and
-// -cpu cortex-a53).
+// quants it uses as stored) and F16 ones (its Q8_0 copy) on every CPU, but for Q8_0 (F16) and
+// Q5_K not on an arm64 one without the dot-product extension, where the widening int8 kernels
+// execute more instructions than the f32 ones (the arm64 tests run under qemu both ways:
+// -cpu max and -cpu cortex-a53).
 TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
   bool dotprod = true;
 #if defined(__aarch64__)
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
+  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16}) {
     PrecisionModel mm(type, 32, 256, 13);
-    const bool cheaper = (type != QType::Q8_0 && type != QType::Q5_K) || dotprod;
+    const bool cheaper = (type != QType::Q8_0 && type != QType::Q5_K && type != QType::F16) || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),
               cheaper ? std::vector<Precision>{Precision::Int8} : std::vector<Precision>{})
