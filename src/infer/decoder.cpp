@@ -197,12 +197,6 @@ struct Decoder::Impl {
     lora_up_add(br, w.z.data(), T, out, w.pool);
   }
 
-  // The mode of a product on h for sequences of `tokens` new tokens each
-  // (DecoderOptions::few_token_f32): a batch of one-token steps asks what one step would.
-  Precision mode_for(WeightHandle h, int64_t tokens) const {
-    return opt.few_token_f32 ? engine.mode_for_tokens(h, tokens, opt.precision) : opt.precision;
-  }
-
   // T new keys and values (rows of kvd) into the cache at positions n_past .. n_past + T - 1.
   void store_kv(int64_t l, const float* k, const float* v, int64_t T) {
     const int64_t kvd = c.kv_dim();
@@ -243,11 +237,9 @@ struct Decoder::Impl {
     FrozenEngine& engine = s0.engine;
     const int64_t d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.d_ff, hd = c.head_dim;
     const int64_t half = s0.rope.n_pairs();
-    int64_t seg_tokens = 0;  // the longest segment: the product modes are those it gets alone
-    for (const Segment& s : segs) seg_tokens = std::max(seg_tokens, s.n);
     const auto submit = [&](int64_t l, Proj p, const float* in, float* out) {
       const WeightHandle h = engine.handle(l, p);
-      return engine.submit_forward(h, in, T, out, s0.mode_for(h, seg_tokens));
+      return engine.submit_forward(h, in, T, out, s0.opt.precision);
     };
     // The LoRA branch of each segment's own adapter on its rows.
     const auto add_loras = [&](int64_t l, Proj p, const float* in, int64_t in_cols, float* out, int64_t out_cols) {
@@ -358,7 +350,7 @@ struct Decoder::Impl {
     rmsnorm_forward(ws.x.data(), out_norm.data(), T, d, c.rms_eps, ws.logits_in.data(), ws.rstd.data(), ws.pool);
     std::vector<float> logits(static_cast<size_t>(T * c.vocab));
     const WeightHandle head = engine.output_handle();
-    engine.forward(head, ws.logits_in.data(), T, logits.data(), mode_for(head, T));
+    engine.forward(head, ws.logits_in.data(), T, logits.data(), opt.precision);
     return logits;
   }
 
@@ -384,7 +376,7 @@ struct Decoder::Impl {
                       ws.rstd.data(), ws.pool);
       float* out = logits.data() + (all_logits ? t0 + first : 0) * c.vocab;
       const WeightHandle head = engine.output_handle();
-      engine.forward(head, ws.logits_in.data(), n - first, out, mode_for(head, n - first));
+      engine.forward(head, ws.logits_in.data(), n - first, out, opt.precision);
     }
     return logits;
   }
@@ -447,9 +439,9 @@ std::vector<float> DecodeBatch::step(std::span<Decoder* const> sequences, std::s
     if (&s.engine != &engine_)
       fail("decode batch", which + "'s decoder is on another engine", "batch decoders that share the batch's engine");
     if (&s.model != &s0.model) fail("decode batch", which + " is on another model than sequence 0");
-    if (s.opt.precision != s0.opt.precision || s.opt.few_token_f32 != s0.opt.few_token_f32)
+    if (s.opt.precision != s0.opt.precision)
       fail("decode batch", which + "'s products run in another mode than sequence 0's",
-           "batch decoders made with the same precision and few_token_f32");
+           "batch decoders made with the same precision");
     for (int64_t j = 0; j < i; ++j)
       if (sequences[static_cast<size_t>(j)] == sequences[static_cast<size_t>(i)])
         fail("decode batch", which + " is sequence " + std::to_string(j) + " again", "give each decoder once per step");
@@ -467,7 +459,7 @@ std::vector<float> DecodeBatch::step(std::span<Decoder* const> sequences, std::s
   rmsnorm_forward(w.x.data(), s0.out_norm.data(), n, c.d_model, c.rms_eps, w.logits_in.data(), w.rstd.data(), w.pool);
   std::vector<float> logits(static_cast<size_t>(n * c.vocab));
   const WeightHandle head = engine_.output_handle();
-  engine_.forward(head, w.logits_in.data(), n, logits.data(), s0.mode_for(head, 1));
+  engine_.forward(head, w.logits_in.data(), n, logits.data(), s0.opt.precision);
   return logits;
 }
 

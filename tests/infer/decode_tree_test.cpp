@@ -1,11 +1,7 @@
 // Decoder::forward_tree: a tree of continuations of the cached context in one block. Each
 // tree token's logits must be the bits the last row of a forward of its root-to-token path
 // after the same cache gives (a few tokens there: the engine's matrix-vector kernels; 20 in
-// the tree: its block kernels), in the exact f32 mode and in the int8 mode with every product
-// in int8, with few_token_f32 off and on (the default: the cpu engine runs no few-token
-// product in f32 since its int8 products of F16/F32 weights take a Q8_0 copy, so the bits
-// agree there too).
-// On stories260K (skipped with a message when ../shared is absent) and the tiny synthetic
+// the tree: its block kernels), in the exact f32 mode and in the int8 mode. On stories260K (skipped with a message when ../shared is absent) and the tiny synthetic
 // presets (llama Q4_0, qwen2 Q8_0 with QKV bias, qwen3 F16 with Q/K norm), with and without a
 // LoRA adapter, f32 and f16 caches. The cache holds the context alone afterwards; bad trees
 // are refused with nl::Error.
@@ -59,14 +55,11 @@ TEST(DecodeTree, EachTokenGetsTheBitsOfItsPathRunAfterTheCache) {
     for (size_t i = 0; i < kParent.size(); ++i) tokens.push_back(static_cast<int32_t>((53 * i + 7) % std::min<int64_t>(V, 250)));
     const int64_t T = static_cast<int64_t>(tokens.size());
 
-    enum Mode { F32, Int8AllInt8, Int8Default };
-    for (const Mode mode : {F32, Int8AllInt8, Int8Default})
+    for (const bool exact : {true, false})
       for (const bool adapted : {false, true}) {
-        nl::DecoderOptions o = mode == F32 ? nl::DecoderOptions::exact(2) : nl::DecoderOptions{};
+        nl::DecoderOptions o = exact ? nl::DecoderOptions::exact(2) : nl::DecoderOptions{};
         o.threads = 2;
-        o.few_token_f32 = mode == Int8Default;
-        const std::string what = tm.name + (mode == F32 ? ", f32" : mode == Int8AllInt8 ? ", int8 (all products)" : ", int8")
-                                 + (adapted ? ", adapter" : "");
+        const std::string what = tm.name + (exact ? ", f32" : ", int8") + (adapted ? ", adapter" : "");
         nl::Decoder dec(m, o);
         dec.set_adapter(adapted ? &ad : nullptr);
         dec.forward(prompt);

@@ -179,7 +179,6 @@ TEST(EngineDecoder, ChunksStepsAndTruncateGiveTheSameBits) {
       const std::string what = mc.name + (exact ? ", f32" : ", int8/f16") + " + adapter";
       nl::DecoderOptions o = exact ? nl::DecoderOptions::exact(2) : nl::DecoderOptions{};
       o.threads = 2;
-      o.few_token_f32 = false;  // one mode for every product (the default's steps: below)
       nl::Decoder whole(*mc.model, o);
       o.prefill_chunk = 5;
       nl::Decoder chunked(*mc.model, o);
@@ -208,26 +207,6 @@ TEST(EngineDecoder, ChunksStepsAndTruncateGiveTheSameBits) {
       EXPECT_THROW(chunked.truncate(14), nl::Error);
       EXPECT_THROW(chunked.truncate(-1), nl::Error);
     }
-  }
-}
-
-// The default int8 decoder's one-token steps stay int8 products: on Q4_0's quants as stored
-// and on F16's Q8_0 copy (the engine's int8 matrix-vector kernels read a byte per weight,
-// where the f32 kernel reads F16's two), so they are not the f32 mode's bits.
-TEST(EngineDecoder, OneTokenStepsAreInt8Products) {
-  for (const nl::QType type : {nl::QType::F16, nl::QType::Q4_0}) {
-    auto m = nl::Model::load(synth("tiny-qwen3", type).string());
-    nl::DecoderOptions fast;  // int8 products, f16 cache, few_token_f32
-    fast.threads = 2;
-    nl::DecoderOptions f32 = fast;
-    f32.precision = nl::Precision::F32;
-    nl::Decoder a(*m, fast), b(*m, f32);
-    const bool f32_steps = a.engine().mode_for_tokens(a.engine().handle(0, nl::Proj::Q), 1, nl::Precision::Int8) ==
-                           nl::Precision::F32;
-    EXPECT_FALSE(f32_steps) << nl::qtype_name(type);
-    bool all_equal = true;
-    for (const int32_t id : prompt_of(*m)) all_equal &= a.forward(std::vector<int32_t>{id}) == b.forward(std::vector<int32_t>{id});
-    EXPECT_EQ(all_equal, f32_steps) << nl::qtype_name(type) << ", engine " << a.engine().isa();
   }
 }
 

@@ -50,12 +50,6 @@ struct DecoderOptions {
   std::string backend = "cpu";
   // Prompt tokens per engine product: a longer prompt runs in chunks of this many.
   int64_t prefill_chunk = 256;
-  // Products of a few tokens (a decode step) run in f32 where the engine says that is
-  // cheaper (FrozenEngine::mode_for_tokens). The cpu engine says so nowhere since its int8
-  // matrix-vector kernels take every type (its Q8_0 copies of F16/F32 weights, 2026-12-07);
-  // before, F16/F32 decode steps ran its f32 matrix-vector kernels. Their logits are then not the bits the same tokens get inside a prompt's block;
-  // false keeps every product in `precision`, so chunked and stepwise runs agree bit for bit.
-  bool few_token_f32 = true;
 
   // f32 products and an f32 cache: the numbers the exactness tests compare.
   static DecoderOptions exact(int threads = 0) {
@@ -100,12 +94,10 @@ class Decoder {
   // than one small forward each). Returns every token's logits (size x vocab, row-major). The
   // cache keeps n_past() positions afterwards (nothing of the tree is kept), but needs room
   // for n_past() + size while the tree runs.
-  // Exactness: in a precision whose products give a row the same bits whatever rows run
-  // with it (f32 everywhere; int8 on the cpu engine), row i has the
-  // bits of the last row of forward(path to i, all_logits) after the same cache. Where
-  // few_token_f32 runs a few-token forward in f32 but this block in int8, the rows differ by
-  // the int8 mode's rounding (docs/ARCHITECTURE.md, Inference). Throws nl::Error for a parent
-  // out of range, a token outside the vocabulary or a context without room.
+  // Exactness: where the engine's products give a row the same bits whatever rows run with
+  // it (the cpu engine in every mode), row i has the bits of the last row of forward(path to
+  // i, all_logits) after the same cache. Throws nl::Error for a parent out of range, a token
+  // outside the vocabulary or a context without room.
   std::vector<float> forward_tree(std::span<const int32_t> tokens, std::span<const int32_t> parent);
 
   int64_t n_past() const;
@@ -156,8 +148,8 @@ class DecodeBatch {
 
   // Feeds tokens[i] to sequences[i] at its n_past() (which then grows by one) and returns
   // the next-token logits of each, sequences.size() x vocab, row-major. The decoders must be
-  // distinct, on this batch's engine and one nl::Model object, made with the same precision and
-  // few_token_f32 (their KV types may differ). As Decoder::forward, nobody else may submit
+  // distinct, on this batch's engine and one nl::Model object, made with the same precision
+  // (their KV types may differ). As Decoder::forward, nobody else may submit
   // to the engine meanwhile. Throws nl::Error for a decoder that does not fit, a token outside
   // the vocabulary or a full context (before any sequence has moved).
   std::vector<float> step(std::span<Decoder* const> sequences, std::span<const int32_t> tokens);
