@@ -70,9 +70,10 @@ using engine::kTileRows;
 // over the forward's, medians of 3 runs) a median 3-5% faster on the three models' shapes.
 constexpr int64_t kTokensPerTask = 128;
 // Tokens per int8 task: each task packs its weight panels once (a transpose of the tiles,
-// for the K-quants with their scales unpacked), so more tokens per task pack less. Measured on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens):
-// against 64 tokens, 256 made Q4_K/F16 products 15-35% faster (forward up at 512 tokens
-// 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
+// for the K-quants with their scales unpacked), so more tokens per task pack less. Measured
+// on Zen 5 (2 threads, qwen2.5-1.5b shapes at 256 and 512 tokens), when F16 and Q4_K panels
+// were requantized per task: against 64 tokens, 256 made them 15-35% faster (forward up at
+// 512 tokens 35.4 -> 23.9 ms) and Q4_0/Q8_0 ones 3-6%; 512 gained little more.
 constexpr int64_t kInt8TokensPerTask = 256;
 // Rows of W per f32 forward task: three row groups, the AVX2 kernel's 24 output columns.
 constexpr int64_t kForwardTaskRows = 3 * kTileRows;
@@ -223,8 +224,8 @@ constexpr int64_t kOffsetSlabRows = 128;  // whole row groups
 static_assert(kOffsetSlabRows % kTileRows == 0);
 
 // One pool thread's scratch: dequantized rows (f32 and f16 modes, and a row group of the
-// matrix the engine makes a Q8_0 copy of) and the int8 panels. Sized once (WorkerScratch::reserve_for), so
-// the kernels' own resize() calls never grow them.
+// matrix the engine makes a Q8_0 copy of) and the int8 panels. Sized once
+// (WorkerScratch::reserve_for), so the kernels' own resize() calls never grow them.
 struct alignas(64) WorkerScratch {  // own cache lines: the packers write `blocks` per task
   std::vector<float> floats;
   engine::ForwardPanel forward8[4];  // an int8 forward task's row groups (two, or four: forward_quad)
