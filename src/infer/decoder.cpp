@@ -132,6 +132,14 @@ struct Decoder::Impl {
            "the decoder supports up to 64 query heads per key/value head");
     max_ctx = opt.max_context > 0 ? opt.max_context : c.context;
     check_engine_fits();
+    // What the engine's int8 products need of the weights is made now (the cpu engine's Q8_0
+    // copies of F16/F32 ones, at their first reservation), so loading includes it and the
+    // engine's resident bytes (describe_inference_memory) count it.
+    if (opt.precision == Precision::Int8) {
+      engine.reserve_forward(engine.output_handle(), 1, Precision::Int8);
+      for (int64_t l = 0; l < c.n_layer; ++l)
+        for (int p = 0; p < kNumProj; ++p) engine.reserve_forward(engine.handle(l, static_cast<Proj>(p)), 1, Precision::Int8);
+    }
     ModelVectors mv = load_model_vectors(m);
     vecs = std::move(mv.layers);
     out_norm = std::move(mv.output_norm);

@@ -34,11 +34,11 @@ size_t heap_in_use() {
 #endif
 }
 
-std::unique_ptr<nl::Model> tiny_qwen2(const nltest::TempDir& dir) {
-  const fs::path path = dir / "tiny-qwen2.gguf";
+std::unique_ptr<nl::Model> tiny_qwen2(const nltest::TempDir& dir, nl::QType type = nl::QType::Q8_0) {
+  const fs::path path = dir / ("tiny-qwen2-" + std::string(nl::qtype_name(type)) + ".gguf");
   nl::SynthOptions o;
   o.preset = "tiny-qwen2";
-  o.type = nl::QType::Q8_0;
+  o.type = type;
   o.seed = 3;
   o.tokenizer = "generated";
   nl::synth_model(path.string(), o);
@@ -134,6 +134,27 @@ TEST(InferenceMemory, RuleAndPrintedLine) {
   g.forward(std::vector<int32_t>(10, 5));
   const std::string grown = nl::describe_inference_memory(g);
   EXPECT_NE(grown.find("growing to"), std::string::npos) << grown;
+}
+
+// An int8 decoder on F16 weights holds the engine's Q8_0 copies of them from the start (made
+// when the decoder is built: 34 bytes per row and 32 columns of each matrix the engine
+// serves), so the model memory describe_inference_memory prints counts them; an f32 decoder
+// holds none.
+TEST(InferenceMemory, Int8DecoderOnF16WeightsHoldsTheEnginesCopiesFromTheStart) {
+  nltest::TempDir dir;
+  auto m = tiny_qwen2(dir, nl::QType::F16);
+  size_t copies = 0;
+  const auto add = [&](const nl::TensorView& w) { copies += static_cast<size_t>(w.rows() * ((w.cols() + 31) / 32) * 34); };
+  add(m->weights.output.present() ? m->weights.output : m->weights.tok_embd);
+  for (const nl::LayerWeights& l : m->weights.layers)
+    for (int p = 0; p < nl::kNumProj; ++p) add(l.proj(static_cast<nl::Proj>(p)));
+  nl::DecoderOptions o;
+  o.threads = 1;
+  o.precision = nl::Precision::F32;
+  nl::Decoder f32(*m, o);
+  o.precision = nl::Precision::Int8;
+  nl::Decoder int8(*m, o);
+  EXPECT_EQ(int8.engine().resident_weight_bytes(), f32.engine().resident_weight_bytes() + copies);
 }
 
 }  // namespace
