@@ -166,14 +166,6 @@ struct ColumnRanges {
 // their Q8_0 copy.
 bool int8_native(const ResidentMatrix& m) { return m.tiled() && engine::int8_uses_stored_quants(m.type); }
 const engine::TiledMatrix& int8_tiles(const ResidentMatrix& m) { return int8_native(m) ? m.tiles : *m.int8_copy; }
-// The int8 matrix-vector kernels (one token, a few) take Q4_0/Q8_0 tiles (a Q8_0 copy too),
-// and the K-quants' where the set has them (kquants); other few-token products run in f32
-// where its matrix-vector kernel does (mode_for_tokens).
-bool int8_matvec_native(const engine::MatvecKernels& k, const ResidentMatrix& m) {
-  if (!int8_native(m)) return true;
-  const bool kquant = m.type == QType::Q4_K || m.type == QType::Q5_K || m.type == QType::Q6_K;
-  return m.type == QType::Q4_0 || m.type == QType::Q8_0 || (k.kquants && kquant);
-}
 
 // Tokens per int8 input-gradient task. Q4_0/Q8_0 tasks (whose packing is a cheap transpose)
 // take at most kInt8TokensPerTask, fewer when T would leave fewer token blocks than threads,
@@ -620,13 +612,6 @@ class CpuEngine final : public FrozenEngine {
     return {};
   }
 
-  Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const override {
-    const ResidentMatrix& m = at(h);
-    if (p == Precision::Int8 && tokens <= kMatvecMaxTokens && !int8_matvec_native(matvec_, m) && f32_matvec_runs(m))
-      return Precision::F32;
-    return p;
-  }
-
   WeightHandle handle(int64_t layer, Proj p) const override {
     if (layer < 0 || layer >= n_layer_) fail("engine", "layer " + std::to_string(layer) + " out of range");
     return static_cast<WeightHandle>(layer * kNumProj + static_cast<int>(p));
@@ -960,7 +945,7 @@ class CpuEngine final : public FrozenEngine {
       });
       if (int8_offsets(m))
         engine::forward_offset_factors(x8_.d.data(), x8_.sum.data(), T * blocks, x8_.z.data());
-      if (T <= kMatvecMaxTokens && int8_matvec_native(matvec_, m)) {  // one token (or a few): matrix-vector kernels
+      if (T <= kMatvecMaxTokens) {  // one token (or a few): matrix-vector kernels, every tile type
         const float* z = int8_offsets(m) ? x8_.z.data() : nullptr;
         for_matvec_tasks(int8_tiles(m), 1, [&](int64_t g0, int64_t g1) {
           matvec_.int8_tiles(int8_tiles(m), g0, g1, x8_.q.data(), x8_.d.data(), x8_.sum.data(), z, T, job.out, m.rows);

@@ -376,12 +376,13 @@ const Int8Kernels& select_int8_kernels(const std::string& requested, const char*
 
 // Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0, Q8_0, Q4_K,
 // Q5_K or Q6_K; Q8_0 for the other types, whose Q8_0 copy it uses): yes (Q4_K runs Q4_0's kernels plus its
-// offsets), except Q8_0 and Q5_K with the NEON widening set of cores without dotprod, which
+// offsets), except Q8_0 with the NEON widening set of cores without dotprod, which
 // executes about as many instructions per multiply-add as the f32 NEON kernels or more
 // (forward / input gradient per 1k multiply-adds, bench/arm64_icount.sh --cpu cortex-a53:
-// Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450; Q5_K 428 / 460 against its f32 464 / 452:
-// 3% fewer in all, too close to call from a count). Q4_K (409 / 403 against 461 / 449) and
-// Q6_K (408 / 387 against 459 / 447) count 11-13% fewer there: offered
+// Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450). Q4_K (409 / 403 against 461 / 449) and
+// Q6_K (408 / 387 against 459 / 447) count 11-13% fewer there, Q5_K 20% (369 / 359 against
+// 464 / 452 at 128 x 512 and 128 tokens since its own widening kernels, dot_tokens_signed5;
+// 428 / 460 before, not offered): offered
 // (docs/performance/int8-q4k-native-2026-12-07-zen5.md, int8-q5k-native-2026-12-07-zen3.md,
 // int8-q6k-native-2026-12-07-zen3.md). The scalar set: not measured, kept yes (the tests'
 // reference for the int8 plan).

@@ -166,6 +166,63 @@ inline void dot_tokens_widening(const uint8_t* w, const int8_t* x, int64_t ldx, 
   }
 }
 
+#if !NL_INT8_DOTPROD
+// Signed5 panels (Q5_K) in the widening set: dot_tokens_widening's int16 sums (kSmall) over
+// kChunks chunks, with each token's activations taken 4 chunks at a time, x(g, t) giving
+// chunks 4g..4g+3 of token t (16 bytes, loaded or in registers), and each chunk broadcast
+// from its lane. kNegated: the sums of the negated products, -(w x) within [-2048, 2032], so
+// the input gradient's 16 chunks (kGradChunks) fit int16 in one run ([-32768, 32512]; the
+// products themselves could reach 16 x 2048 = 32768 at x = -128). With dot_tokens_widening
+// (4-byte loads, GCC's unrolled loop spilling sums) Q5_K's forward counted 428 and its input
+// gradient (two runs of 8 chunks through a buffer) 460 instructions per 1k multiply-adds on
+// cortex-a53; with this 369 and 359 (bench/arm64_icount.sh, 128 x 512, 128 tokens).
+template <int NT, int kChunks, bool kNegated, class X>
+__attribute__((always_inline)) inline void dot_tokens_signed5(const uint8_t* w, X&& x, int32x4_t lo[NT],
+                                                              int32x4_t hi[NT]) {
+  int16x8_t sum16[NT][4];  // as dot_tokens_widening's
+  for (int t = 0; t < NT; ++t)
+    for (int k = 0; k < 4; ++k) sum16[t][k] = vdupq_n_s16(0);
+#pragma GCC unroll 4
+  for (int g = 0; g < kChunks / 4; ++g) {  // (unrolled: x's arrays and lanes by constants)
+    int32x4_t xg[NT];
+    for (int t = 0; t < NT; ++t) xg[t] = x(g, t);
+    // The lane of vdupq_laneq_s32 must be a constant: chunk 4g + c is lane c of xg.
+#define NL_SIGNED5_CHUNK(c)                                                            \
+  {                                                                                    \
+    const uint8_t* wc = w + (4 * g + (c)) * 32;                                        \
+    const int8x16_t w0 = vreinterpretq_s8_u8(vld1q_u8(wc)), w1 = vreinterpretq_s8_u8(vld1q_u8(wc + 16)); \
+    for (int t = 0; t < NT; ++t) {                                                     \
+      const int8x16_t xc = vreinterpretq_s8_s32(vdupq_laneq_s32(xg[t], c));           \
+      if constexpr (kNegated) {                                                        \
+        sum16[t][0] = vmlsl_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));         \
+        sum16[t][1] = vmlsl_high_s8(sum16[t][1], w0, xc);                              \
+        sum16[t][2] = vmlsl_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));         \
+        sum16[t][3] = vmlsl_high_s8(sum16[t][3], w1, xc);                              \
+      } else {                                                                         \
+        sum16[t][0] = vmlal_s8(sum16[t][0], vget_low_s8(w0), vget_low_s8(xc));         \
+        sum16[t][1] = vmlal_high_s8(sum16[t][1], w0, xc);                              \
+        sum16[t][2] = vmlal_s8(sum16[t][2], vget_low_s8(w1), vget_low_s8(xc));         \
+        sum16[t][3] = vmlal_high_s8(sum16[t][3], w1, xc);                              \
+      }                                                                                \
+    }                                                                                  \
+  }
+    NL_SIGNED5_CHUNK(0)
+    NL_SIGNED5_CHUNK(1)
+    NL_SIGNED5_CHUNK(2)
+    NL_SIGNED5_CHUNK(3)
+#undef NL_SIGNED5_CHUNK
+  }
+  for (int t = 0; t < NT; ++t) {
+    lo[t] = vpaddq_s32(vpaddlq_s16(sum16[t][0]), vpaddlq_s16(sum16[t][1]));
+    hi[t] = vpaddq_s32(vpaddlq_s16(sum16[t][2]), vpaddlq_s16(sum16[t][3]));
+    if constexpr (kNegated) {
+      lo[t] = vnegq_s32(lo[t]);
+      hi[t] = vnegq_s32(hi[t]);
+    }
+  }
+}
+#endif
+
 // kSmall: the panel holds small values (dot_tokens_widening; sdot needs no distinction).
 template <int NT, bool kSmall>
 inline void dot_tokens(const uint8_t* w, const int8_t* x, int64_t ldx, int32x4_t lo[NT], int32x4_t hi[NT]) {
@@ -266,7 +323,11 @@ inline void token_blocks(int64_t nt, F&& kernel) {
 // For the widening set: kSmall, a Q4_0 or Signed5 panel (int16 sums); kNibble, Q4_0's (the
 // offset). sdot takes every panel as kSmall = kNibble = false. kSigned6: a Signed6 panel
 // (dot_tokens_q6k), in the widening set 2 tokens at a time (3 or 4 counted 4% and 6% more
-// instructions on cortex-a53; sdot's 4 counted 7% fewer than 3).
+// instructions on cortex-a53; sdot's 4 counted 7% fewer than 3). Signed5 panels (kSmall, not
+// kNibble) in the widening set: dot_tokens_signed5, 2 tokens at a time as well (4 counted
+// 367 against 369 instructions per 1k multiply-adds on cortex-a53, but GCC spills 4 tokens'
+// sums as it pleases: 276 instructions per block and 4 tokens in one build, 315 after a small
+// change to the kernel, where 2 tokens' took 137-139 in every form tried).
 template <bool kSmall, bool kNibble, bool kSigned6 = false>
 void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int64_t ldq, int64_t nt,
                        const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy) {
@@ -274,7 +335,8 @@ void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int6
   // The nibble offset: decided at compile time for the widening set, at run time for sdot
   // (both ways as counted best: bench/arm64_icount.sh).
   const bool nibble = NL_INT8_DOTPROD ? p.kind == Int8Kind::Nibble : kNibble;
-  token_blocks<kSigned6 && !NL_INT8_DOTPROD ? 2 : 4>(nt, [&]<int NT>(int64_t t0) {
+  constexpr bool kSigned5 = kSmall && !kNibble;
+  token_blocks<(kSigned6 || kSigned5) && !NL_INT8_DOTPROD ? 2 : 4>(nt, [&]<int NT>(int64_t t0) {
     float32x4_t acc_lo[NT], acc_hi[NT];
     for (int t = 0; t < NT; ++t) acc_lo[t] = acc_hi[t] = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < p.blocks; ++b) {
@@ -282,8 +344,14 @@ void forward_kind_neon(const int8_t* q, const float* d, const int32_t* sum, int6
       if constexpr (kSigned6)
         dot_tokens_q6k<NT>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, p.sub_scales.data() + b * 16, lo,
                            hi);
-      else
+      else if constexpr (!NL_INT8_DOTPROD && kSigned5) {
+        const int8_t* x = q + t0 * ldq + b * kQ8Block;
+        dot_tokens_signed5<NT, 8, false>(
+            p.q.data() + b * 256,
+            [&](int g, int t) { return vreinterpretq_s32_s8(vld1q_s8(x + t * ldq + 16 * g)); }, lo, hi);
+      } else {
         dot_tokens<NT, kSmall>(p.q.data() + b * 256, q + t0 * ldq + b * kQ8Block, ldq, lo, hi);
+      }
       const float32x4_t dw_lo = vld1q_f32(p.d.data() + b * 8), dw_hi = vld1q_f32(p.d.data() + b * 8 + 4);
       for (int t = 0; t < NT; ++t) {
         const int64_t i = (t0 + t) * blocks + b;
@@ -351,13 +419,13 @@ void grad_rows_neon(const float* g, int64_t n, float* ey, int16_t* y, int64_t ld
 }
 
 // requantize_grad_value(y16[r], rho16[r]) for 32 values of a row block, into x0 (r < 16)
-// and x1: vqrdmulh is round(a b / 2^15) (it saturates only for -32768 x -32768), then a
-// saturating narrow.
+// and x1: vqrdmulh is round(a b / 2^15) (it saturates only for -32768 x -32768); the second
+// step, round(p 256 / 2^15) = (p + 64) >> 7 saturated to int8, is one vqrshrn #7 (the same
+// bits as vqrdmulh by 256 and vqmovn for every int16 p, checked exhaustively under qemu;
+// one instruction less per 8 rows).
 inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], int8x16_t& x0, int8x16_t& x1) {
-  const int16x8_t k256 = vdupq_n_s16(256);
   int8x8_t q[4];
-  for (int i = 0; i < 4; ++i)
-    q[i] = vqmovn_s16(vqrdmulhq_s16(vqrdmulhq_s16(vld1q_s16(y16 + 8 * i), rho16[i]), k256));
+  for (int i = 0; i < 4; ++i) q[i] = vqrshrn_n_s16(vqrdmulhq_s16(vld1q_s16(y16 + 8 * i), rho16[i]), 7);
   x0 = vcombine_s8(q[0], q[1]);
   x1 = vcombine_s8(q[2], q[3]);
 }
@@ -375,6 +443,10 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // at a time: 16, or 8 for Signed5's and Signed6's values, whose kernels take 2 tokens at a
 // time: with 4 the two runs counted 508 instructions per 1k multiply-adds on cortex-a53, with
 // 2 460, and with the runs' widening inside one loop of 2 tokens 575; bench/arm64_icount.sh).
+// Signed5 (kRun 8, one part) now goes through dot_tokens_signed5: all 16 chunks in one
+// negated run, dY's requantized registers as its activations (no buffer). At 128 x 256 and
+// 64 tokens Q5_K counted 411 so, 440 in two runs of 8 through the buffer, 429 in two from
+// the registers with an empty asm between them (512 with dot_tokens_widening).
 // kParts: the panel's scale parts (GradPanel::parts): dY is requantized per part, for its
 // 4 / kParts column groups. Signed6 panels (2 parts, values -32..31) sum their products
 // negated in the widening set (dot_tokens_widening's kNegated). Not inlined into
@@ -384,8 +456,8 @@ inline void requantize_rows_neon(const int16_t* y16, const int16x8_t rho16[4], i
 // The token blocks (tokens) are inlined into this function in the sdot set and for Signed6;
 // the widening set's other kinds call them out of line, as GCC compiled them before kParts
 // (inlined, as GCC then chose, Q8_0's input gradient counted 443 -> 500 instructions per 1k
-// multiply-adds on cortex-a53, Q5_K's 460 -> 398; Signed6's counts 387 inlined, 422 out of
-// line; bench/arm64_icount.sh).
+// multiply-adds on cortex-a53, Q5_K's 460 -> 398, with dot_tokens_signed5 the same either
+// way; Signed6's counts 387 inlined, 422 out of line; bench/arm64_icount.sh).
 template <bool kSmall, int kRun = kGradChunks, int kParts = 1>
 __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds,
                                                     int64_t nt, const GradPanel& p, int64_t n, const GradOut& out) {
@@ -409,12 +481,14 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
           requantize_rows_neon(Y + (t0 + t) * ldg + 32 * h, rho16, x0[h][t], x1[h][t]);
       }
 #if !NL_INT8_DOTPROD
+      constexpr bool kSigned5 = kSmall && kRun == 8 && kParts == 1;  // (dot_tokens_signed5, from x0, x1)
       int8_t x[NT][kGradRowBlock];
-      for (int h = 0; h < kHalves; ++h)
-        for (int t = 0; t < NT; ++t) {
-          vst1q_s8(x[t] + 32 * h, x0[h][t]);
-          vst1q_s8(x[t] + 32 * h + 16, x1[h][t]);
-        }
+      if constexpr (!kSigned5)
+        for (int h = 0; h < kHalves; ++h)
+          for (int t = 0; t < NT; ++t) {
+            vst1q_s8(x[t] + 32 * h, x0[h][t]);
+            vst1q_s8(x[t] + 32 * h + 16, x1[h][t]);
+          }
 #endif
       float e[NT];
       for (int t = 0; t < NT; ++t) e[t] = ey[(t0 + t) * lds] * p.m[static_cast<size_t>(sb)];
@@ -428,20 +502,25 @@ __attribute__((noinline)) void input_grad_kind_neon(const int16_t* Y, int64_t ld
         for (int h = 1; h < kHalves; ++h) dot_tokens_sdot<NT, true>(w + h * 8 * 32, x0[h], x1[h], lo, hi);
 #else
         constexpr bool kNegated = kParts == 2;  // (Signed6)
-        dot_tokens_widening<NT, kSmall, kRun, kNegated>(w, x[0], kGradRowBlock, lo, hi);
-        for (int h = kRun; h < kGradChunks; h += kRun) {
-          int32x4_t lo2[NT], hi2[NT];
-          dot_tokens_widening<NT, kSmall, kRun, kNegated>(w + h * 32, x[0] + 4 * h, kGradRowBlock, lo2, hi2);
-          for (int t = 0; t < NT; ++t) {
-            lo[t] = vaddq_s32(lo[t], lo2[t]);
-            hi[t] = vaddq_s32(hi[t], hi2[t]);
+        if constexpr (kSigned5) {
+          dot_tokens_signed5<NT, kGradChunks, true>(
+              w, [&](int g, int t) { return vreinterpretq_s32_s8(g % 2 ? x1[g / 2][t] : x0[g / 2][t]); }, lo, hi);
+        } else {
+          dot_tokens_widening<NT, kSmall, kRun, kNegated>(w, x[0], kGradRowBlock, lo, hi);
+          for (int h = kRun; h < kGradChunks; h += kRun) {
+            int32x4_t lo2[NT], hi2[NT];
+            dot_tokens_widening<NT, kSmall, kRun, kNegated>(w + h * 32, x[0] + 4 * h, kGradRowBlock, lo2, hi2);
+            for (int t = 0; t < NT; ++t) {
+              lo[t] = vaddq_s32(lo[t], lo2[t]);
+              hi[t] = vaddq_s32(hi[t], hi2[t]);
+            }
           }
+          if constexpr (kNegated)
+            for (int t = 0; t < NT; ++t) {
+              lo[t] = vnegq_s32(lo[t]);
+              hi[t] = vnegq_s32(hi[t]);
+            }
         }
-        if constexpr (kNegated)
-          for (int t = 0; t < NT; ++t) {
-            lo[t] = vnegq_s32(lo[t]);
-            hi[t] = vnegq_s32(hi[t]);
-          }
 #endif
         if (c0 + 8 <= n) {
           for (int t = 0; t < NT; ++t) {

@@ -397,7 +397,8 @@ const Int8Kernels& int8_kernels_scalar() {
 }
 
 bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type) {
-  return type == QType::Q4_0 || type == QType::Q4_K || type == QType::Q6_K || &k != int8_kernels_neon_widening();
+  return type == QType::Q4_0 || type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K ||
+         &k != int8_kernels_neon_widening();
 }
 
 }  // namespace nl::engine

@@ -35,8 +35,8 @@ namespace nl::engine {
 
 struct MatvecKernels {
   const char* isa;
-  // Y[t*ldy + r] for the rows r of row groups [g0, g1) of m (Q4_0 or Q8_0 tiles, and the
-  // K-quants' where kquants) and tokens t < nt: token t's quantized activations at
+  // Y[t*ldy + r] for the rows r of row groups [g0, g1) of m (Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
+  // tiles) and tokens t < nt: token t's quantized activations at
   // q + t*32*blocks, their scales and quant sums at d + t*blocks and sum + t*blocks, and for
   // Q4_K/Q5_K the offsets' factors at z + t*blocks (forward_offset_factors; else unused)
   // (blocks = m.cols / 32).
@@ -49,8 +49,6 @@ struct MatvecKernels {
   // (scalar: the reference's; NEON: lane-split dot products): those keep the panel path.
   void (*f32_tiles)(const TiledMatrix& m, int64_t g0, int64_t g1, const float* X, int64_t ldx, int64_t nt, float* Y,
                     int64_t ldy);
-  // Whether int8_tiles takes Q4_K, Q5_K and Q6_K tiles.
-  bool kquants = false;
 };
 
 const MatvecKernels& matvec_kernels_scalar();

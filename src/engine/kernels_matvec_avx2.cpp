@@ -24,7 +24,7 @@ namespace nl::engine {
 
 const MatvecKernels* matvec_kernels_avx2() {
   static const bool cpu_has_it = x86_features().avx2;
-  static const MatvecKernels k{"avx2", int8_tiles_avx2, f32_tiles_avx2, true};
+  static const MatvecKernels k{"avx2", int8_tiles_avx2, f32_tiles_avx2};
   return cpu_has_it ? &k : nullptr;
 }
 

@@ -33,7 +33,7 @@ const MatvecKernels* matvec_kernels_avx2_vnni() {
     if (off && (std::string(off) == "0" || std::string(off) == "avx2")) return false;  // plain AVX2 asked for
     return x86_features().avx_vnni;
   }();
-  static const MatvecKernels k{"avx2-vnni", int8_tiles_avx2, f32_tiles_avx2, true};
+  static const MatvecKernels k{"avx2-vnni", int8_tiles_avx2, f32_tiles_avx2};
   return cpu_has_it ? &k : nullptr;
 }
 

@@ -363,7 +363,7 @@ const MatvecKernels* matvec_kernels_avx512() {
     return x86_features().avx512 && (matvec_kernels_avx2_vnni() || matvec_kernels_avx2());
   }();
   if (!cpu_has_it) return nullptr;
-  static const MatvecKernels k{"avx512", avx2_set()->int8_tiles, f32_tiles_avx512, avx2_set()->kquants};
+  static const MatvecKernels k{"avx512", avx2_set()->int8_tiles, f32_tiles_avx512};
   return &k;
 }
 

@@ -89,7 +89,7 @@ void int8_tiles_scalar(const TiledMatrix& m, int64_t g0, int64_t g1, const int8_
 }  // namespace
 
 const MatvecKernels& matvec_kernels_scalar() {
-  static const MatvecKernels k{"scalar", int8_tiles_scalar, nullptr, true};
+  static const MatvecKernels k{"scalar", int8_tiles_scalar, nullptr};
   return k;
 }
 

@@ -1,6 +1,6 @@
 // The matrix-vector kernels of the cpu engine (src/engine/kernels_matvec.h), which run the
-// int8 products of one to four tokens on Q4_0/Q8_0 tiles and, in the scalar and AVX2 sets,
-// Q4_K/Q5_K/Q6_K tiles (a decoder's one-token steps):
+// int8 products of one to four tokens on Q4_0/Q8_0 and Q4_K/Q5_K/Q6_K tiles (a decoder's
+// one-token steps):
 //  - every set this machine runs (scalar, AVX2, AVX-VNNI, NEON) reproduces the int8
 //    definition (precision_reference.h) bit for bit, for 1 to 6 tokens, with full and
 //    partial row groups;
@@ -74,8 +74,6 @@ const Shape kShapes[] = {{QType::Q4_0, 64, 256}, {QType::Q8_0, 64, 256},   // wh
                          {QType::Q4_K, 64, 512}, {QType::Q5_K, 43, 256}, {QType::Q6_K, 64, 512},
                          {QType::Q6_K, 43, 256}, {QType::Q4_K, 5, 256}};
 
-bool kquant(QType t) { return t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K; }
-
 std::string name(const Shape& s) {
   return std::string(nl::qtype_info(s.type).name) + " " + std::to_string(s.rows) + "x" + std::to_string(s.cols);
 }
@@ -103,7 +101,6 @@ TEST(MatvecKernels, EverySetReproducesTheInt8Definition) {
       std::vector<float> z(d.size());  // the offsets' factors (Q4_K, Q5_K)
       nl::engine::forward_offset_factors(d.data(), sum.data(), nt * nb, z.data());
       for (const MatvecKernels* k : matvec_sets()) {
-        if (kquant(s.type) && !k->kquants) continue;
         std::vector<float> got(want.size(), NAN);
         // In two calls (row groups split), as the engine's tasks make them.
         const int64_t half = groups / 2;
@@ -183,34 +180,6 @@ TEST(MatvecKernels, FewTokenProductsEqualTheSameTokensInABlock) {
                   << what << ", tokens " << t0 << ".." << t0 + n - 1;
             }
         }
-  }
-}
-
-// What a decoder's one-token step asks for (FrozenEngine::mode_for_tokens): int8 stays int8
-// on Q4_0/Q8_0 tiles, on the Q8_0 copy of other types (F16) and on the K-quants' tiles where
-// the set has their kernels (scalar, AVX2: not NEON), and for more tokens than those kernels
-// take; on K-quant tiles without them it becomes f32 exactly where the f32 matrix-vector
-// kernel runs (an AVX2 set and whole row groups), whose products are then the f32 mode's bits.
-TEST(MatvecKernels, FewTokenInt8ProductsRunInF32OnlyWhereTheSetLacksTheirInt8Kernels) {
-  for (const Shape& s : {Shape{QType::Q4_0, 136, 320}, Shape{QType::Q8_0, 136, 96}, Shape{QType::F16, 40, 160},
-                         Shape{QType::Q4_K, 24, 512}, Shape{QType::Q6_K, 40, 256}, Shape{QType::Q6_K, 43, 256}}) {
-    MatvecModel mm(s.type, s.rows, s.cols);
-    for (const std::string isa : {"scalar", "auto"}) {
-      nl::EngineOptions o;
-      o.threads = 1;
-      o.isa = isa;
-      auto e = nl::make_engine(mm.model, o);
-      const nl::WeightHandle h = e->handle(0, nl::Proj::Q);
-      const std::string what = name(s) + ", " + e->isa();
-      const bool native = !kquant(s.type) || e->isa().rfind("neon", 0) != 0;
-      const bool f32_matvec = e->isa().rfind("avx2", 0) == 0 && s.rows % 8 == 0;
-      for (int64_t n = 1; n <= 5; ++n) {
-        const Precision want = !native && f32_matvec && n <= 4 ? Precision::F32 : Precision::Int8;
-        EXPECT_EQ(e->mode_for_tokens(h, n, Precision::Int8), want) << what << ", " << n << " tokens";
-        EXPECT_EQ(e->mode_for_tokens(h, n, Precision::F32), Precision::F32) << what;
-        EXPECT_EQ(e->mode_for_tokens(h, n, Precision::F16), Precision::F16) << what;
-      }
-    }
   }
 }
 

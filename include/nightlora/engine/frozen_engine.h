@@ -71,16 +71,6 @@ class FrozenEngine {
   // f16 and multiplies int8 natively: int8, f16.
   virtual std::vector<Precision> cheaper_modes(WeightHandle) const { return {Precision::Int8, Precision::F16}; }
 
-  // The mode a product of `tokens` tokens on h should run in when mode p is asked for:
-  // p, or f32 where that is exact and cheaper for so few tokens (the cpu engine's int8 mode
-  // on a set without int8 matrix-vector kernels for the weights' type packs panels, which a
-  // one-token product pays for every weight, while its f32 matrix-vector kernel reads them
-  // once). A decoder asks it for its one-token steps; training keeps its plan's modes.
-  virtual Precision mode_for_tokens(WeightHandle h, int64_t tokens, Precision p) const {
-    (void)h, (void)tokens;
-    return p;
-  }
-
   // Handles of the resident matrices (valid for the engine's lifetime).
   virtual WeightHandle handle(int64_t layer, Proj p) const = 0;
   virtual WeightHandle output_handle() const = 0;
