@@ -92,7 +92,7 @@ Registry<nl_job>& jobs() {
 
 // Copies s into a fixed char array, cut to fit, NUL-terminated.
 template <size_t N>
-void copy_text(char (&dst)[N], const std::string& s) {
+void copy_to_array(char (&dst)[N], const std::string& s) {
   const size_t n = std::min(N - 1, s.size());
   std::memcpy(dst, s.data(), n);
   dst[n] = '\0';
@@ -127,8 +127,8 @@ nl_train_event to_event(const nl::TrainingProgress& p) {
   e.val_loss = p.val_loss;
   e.elapsed_seconds = p.elapsed_s;
   e.idle_seconds = p.idle_s;
-  copy_text(e.reason, p.reason);
-  copy_text(e.status, p.status);
+  copy_to_array(e.reason, p.reason);
+  copy_to_array(e.status, p.status);
   return e;
 }
 
@@ -163,14 +163,14 @@ class JobOutput final : public nl::TrainingJobOutput {
       e.kind = NL_TRAIN_EVENT_WAITING;
       e.paused = 1;
       e.idle_seconds = 0;
-      copy_text(e.reason, kPausedByCaller);
-      copy_text(e.status, "");
+      copy_to_array(e.reason, kPausedByCaller);
+      copy_to_array(e.status, "");
       announce(lock, e);
       job_.cv.wait(lock, [&] { return !job_.pause_wanted || job_.cancel_wanted; });
       job_.paused = false;
       job_.cv.notify_all();
       e.paused = 0;
-      copy_text(e.reason, "");
+      copy_to_array(e.reason, "");
       announce(lock, e);
     }
     return job_.cancel_wanted;
@@ -307,8 +307,8 @@ NL_API nl_status nl_job_get_event(nl_job* job, nl_train_event* out) {
         e.kind = NL_TRAIN_EVENT_WAITING;
         e.paused = 1;
         e.idle_seconds = 0;
-        copy_text(e.reason, kPausedByCaller);
-        copy_text(e.status, "");
+        copy_to_array(e.reason, kPausedByCaller);
+        copy_to_array(e.status, "");
       }
     }
     const size_t filled = std::min(n, sizeof(e));

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> read_attr(const fs::path& dir, const char* name) {
+std::optional<std::string> read_supply_attr(const fs::path& dir, const char* name) {
   std::ifstream f(dir / name);
   if (!f) return std::nullopt;
   std::string s;
@@ -24,7 +24,7 @@ std::optional<std::string> read_attr(const fs::path& dir, const char* name) {
 }
 
 std::optional<double> read_number(const fs::path& dir, const char* name) {
-  auto s = read_attr(dir, name);
+  auto s = read_supply_attr(dir, name);
   if (!s || s->empty()) return std::nullopt;
   char* end = nullptr;
   double v = std::strtod(s->c_str(), &end);
@@ -52,14 +52,14 @@ PowerSupplyStatus read_power_supply(const std::string& sysfs_root) {
   int system_supplies = 0;
   for (const auto& e : entries) {
     std::string name = e.filename().string();
-    std::string type = read_attr(e, "type").value_or("");
+    std::string type = read_supply_attr(e, "type").value_or("");
     // A wireless mouse or headset battery (scope "Device") says nothing about the machine.
-    if (read_attr(e, "scope").value_or("") == "Device") continue;
+    if (read_supply_attr(e, "scope").value_or("") == "Device") continue;
     ++system_supplies;
     if (type == "Battery") {
       Battery b;
       b.name = name;
-      b.status = read_attr(e, "status").value_or("");
+      b.status = read_supply_attr(e, "status").value_or("");
       b.percent = read_number(e, "capacity");
       // energy_* in µWh; charge_* in µAh. Either gives a level; the energy also weights the mean.
       b.energy_now = read_number(e, "energy_now");
@@ -72,7 +72,7 @@ PowerSupplyStatus read_power_supply(const std::string& sysfs_root) {
       if (b.percent) b.percent = std::clamp(*b.percent, 0.0, 100.0);
       batteries.push_back(b);
     } else if (!type.empty()) {
-      auto online = read_attr(e, "online");
+      auto online = read_supply_attr(e, "online");
       if (!online) continue;
       if (*online == "1" && online_source.empty()) online_source = name + " (" + type + ") online";
       if (*online == "0" && offline_source.empty()) offline_source = name + " (" + type + ") offline";

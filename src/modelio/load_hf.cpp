@@ -47,7 +47,7 @@ int64_t required_size(const JsonPlace& c, const char* key, int64_t limit = int64
   return c.key(key).integer(1, limit);
 }
 
-ModelConfig read_config(const fs::path& dir) {
+ModelConfig read_hf_config(const fs::path& dir) {
   const fs::path path = dir / "config.json";
   if (!fs::exists(path)) fail(dir.string(), "no config.json in the folder", "pass a Hugging Face model folder (config.json + model.safetensors)");
   const json j = read_json_file(path.string(), kConfigHint);
@@ -202,7 +202,7 @@ std::unique_ptr<Model> load_hf_model(const std::string& dir_arg) {
   m->source_path = dir_arg;
   m->source_format = "hf";
   ModelConfig& c = m->config;
-  c = read_config(dir);
+  c = read_hf_config(dir);
   // The same per-frequency factors llama.cpp's converter stores in rope_freqs.weight, so a
   // folder and its converted GGUF rotate with bit-identical frequencies.
   if (c.rope_scaling.type == "llama3") c.rope_freq_factors = llama3_rope_freq_factors(c);

@@ -21,7 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double dot(const nl::LoraAdapter& a, const nl::LoraAdapter& b) {
+double adapter_dot(const nl::LoraAdapter& a, const nl::LoraAdapter& b) {
   double s = 0;
   for (size_t p = 0; p < a.pairs.size(); ++p) {
     for (size_t i = 0; i < a.pairs[p].A.size(); ++i) s += static_cast<double>(a.pairs[p].A[i]) * b.pairs[p].A[i];
@@ -77,7 +77,7 @@ TEST(Mezo, DirectionsAreStandardNormalAndReproducible) {
   EXPECT_NEAR(sum / n, 0.0, 5.0 / std::sqrt(n));
   EXPECT_NEAR(sq / n, 1.0, 5.0 * std::sqrt(2.0 / n));
   // Directions of different steps are (nearly) orthogonal in high dimension.
-  EXPECT_LT(std::abs(dot(z1, z2)) / n, 5.0 / std::sqrt(n));
+  EXPECT_LT(std::abs(adapter_dot(z1, z2)) / n, 5.0 / std::sqrt(n));
 }
 
 TEST(Mezo, ProjectedGradientIsTheDirectionalDerivative) {
@@ -102,8 +102,8 @@ TEST(Mezo, ProjectedGradientIsTheDirectionalDerivative) {
     for (const auto& b : micro) step.forward_backward(b, theta, grads, 1.0f / static_cast<float>(n_sup), 0);
     const uint64_t key = nl::mezo_step_key(1, 4);
     const nl::LoraAdapter z = nl::mezo_direction(theta, key);
-    const double directional = dot(grads, z);
-    const double grad_norm = std::sqrt(dot(grads, grads));
+    const double directional = adapter_dot(grads, z);
+    const double grad_norm = std::sqrt(adapter_dot(grads, grads));
     // Central differences along z: rounding noise of the float loss (~1e-6) over 2ε, plus a
     // truncation error O(ε²·|z|³); |z| ~ sqrt(n_params) ~ 60 here, so ε must be small.
     nl::LoraAdapter scratch = theta.zeros_like();

@@ -22,7 +22,7 @@ void write_raw(const fs::path& p, const std::string& header, const std::string& 
 }
 
 // Expects opening to throw nl::Error whose message contains every fragment.
-void expect_error(const fs::path& p, std::vector<std::string> fragments) {
+void expect_safetensors_error(const fs::path& p, std::vector<std::string> fragments) {
   try {
     nl::SafetensorsFile::open(p.string());
     FAIL() << "expected an error for " << p;
@@ -39,53 +39,53 @@ TEST(SafetensorsHostile, MalformedHeadersGiveClearErrors) {
   const std::string ok = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
 
   std::ofstream(p, std::ios::binary) << "abc";
-  expect_error(p, {"too short"});
+  expect_safetensors_error(p, {"too short"});
 
   write_raw(p, ok, std::string(8, '\0'), 1ull << 40);
-  expect_error(p, {"header length", "absurd"});
+  expect_safetensors_error(p, {"header length", "absurd"});
 
   write_raw(p, ok, std::string(8, '\0'), ok.size() + 100);
-  expect_error(p, {"header length", "past the end"});
+  expect_safetensors_error(p, {"header length", "past the end"});
 
   write_raw(p, "[1,2]", "");
-  expect_error(p, {"JSON object"});
+  expect_safetensors_error(p, {"JSON object"});
 
   write_raw(p, R"({"w":{"dtype":"F32",)", "");
-  expect_error(p, {"invalid JSON"});
+  expect_safetensors_error(p, {"invalid JSON"});
 
   write_raw(p, R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "unsupported dtype"});
+  expect_safetensors_error(p, {"'w'", "unsupported dtype"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "non-negative"});
+  expect_safetensors_error(p, {"'w'", "non-negative"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "needs 12 bytes"});
+  expect_safetensors_error(p, {"'w'", "needs 12 bytes"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "past the end"});
+  expect_safetensors_error(p, {"'w'", "past the end"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "end before"});
+  expect_safetensors_error(p, {"'w'", "end before"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "data_offsets"});
+  expect_safetensors_error(p, {"'w'", "data_offsets"});
 
   write_raw(p, R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "too large"});
+  expect_safetensors_error(p, {"'w'", "too large"});
 
   write_raw(p,
             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
             std::string(12, '\0'));
-  expect_error(p, {"overlaps"});
+  expect_safetensors_error(p, {"overlaps"});
 
   write_raw(p, R"({"__metadata__":{"k":3}})", "");
-  expect_error(p, {"__metadata__"});
+  expect_safetensors_error(p, {"__metadata__"});
 
   // A shape nested a million levels deep: rejected without recursing through it.
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   write_raw(p, R"({"w":{"dtype":"F32","shape":[)" + deep + R"(],"data_offsets":[0,8]}})", std::string(8, '\0'));
-  expect_error(p, {"'w'", "shape element"});
+  expect_safetensors_error(p, {"'w'", "shape element"});
 }
 
 }  // namespace
