@@ -127,10 +127,10 @@ struct Parser {
   std::string source;
   const Tokenizer& tok;
   const DataOptions& opt;
-  std::optional<DataFormat> format;
+  std::optional<DataFormat> format{};
   bool mixed = false;
-  std::optional<ChatFormat> chat;
-  std::vector<std::pair<std::string, int64_t>> ignored_keys;
+  std::optional<ChatFormat> chat{};
+  std::vector<std::pair<std::string, int64_t>> ignored_keys{};
   size_t cap_bytes = 0;  // see cut(); 0 until first needed
 
   std::string where(int64_t line) const { return source + ":" + std::to_string(line); }

@@ -217,7 +217,7 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
           const __m128i v = sc16[i][j / 4];
           const int k = 2 * (j % 4);
           const __m128i lo = _mm_set1_epi16(static_cast<int16_t>(2 * k | (2 * k + 1) << 8));
-          const __m128i hi = _mm_set1_epi16(static_cast<int16_t>(2 * k + 2 | (2 * k + 3) << 8));
+          const __m128i hi = _mm_set1_epi16(static_cast<int16_t>((2 * k + 2) | (2 * k + 3) << 8));
           pairs[i] = _mm256_setr_m128i(_mm_shuffle_epi8(v, lo), _mm_shuffle_epi8(v, hi));
         } else {
           pairs[i] = ones16;

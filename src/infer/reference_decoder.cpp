@@ -33,18 +33,17 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
 
-struct RefLayerVectors {
-  std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
-};
-
-// Per-layer KV cache: positions x kv_dim, for keys (after RoPE) and values.
-struct LayerCache {
-  std::vector<float> k, v;
-};
-
 }  // namespace
 
 struct ReferenceDecoder::Impl {
+  struct RefLayerVectors {
+    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+  };
+  // Per-layer KV cache: positions x kv_dim, for keys (after RoPE) and values.
+  struct LayerCache {
+    std::vector<float> k, v;
+  };
+
   const Model& model;
   const ModelConfig& c;
   ThreadPool pool;

@@ -189,8 +189,8 @@ TEST(TrainStep, SubsetOfTargets) {
       const nl::LoraPair& gp = g.at(l, static_cast<nl::Proj>(p));
       const bool want = p == static_cast<int>(nl::Proj::V) || p == static_cast<int>(nl::Proj::Down);
       EXPECT_EQ(gp.enabled, want);
-      if (want) EXPECT_FALSE(gp.A.empty());
-      if (!want) EXPECT_TRUE(gp.A.empty() && gp.B.empty());
+      if (want) { EXPECT_FALSE(gp.A.empty()); }
+      if (!want) { EXPECT_TRUE(gp.A.empty() && gp.B.empty()); }
     }
 }
 

@@ -41,10 +41,10 @@ void write_by_hand(const std::string& path, const std::string& bytes, bool sync_
   const int fd = ops.create(path + ".tmp");
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ops.write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  if (sync_data) ASSERT_EQ(ops.fsync(fd), 0);
+  if (sync_data) { ASSERT_EQ(ops.fsync(fd), 0); }
   ASSERT_EQ(ops.close(fd), 0);
   ASSERT_EQ(ops.rename(path + ".tmp", path), 0);
-  if (sync_folder) ASSERT_EQ(ops.sync_dir(nl::parent_folder(path)), 0);
+  if (sync_folder) { ASSERT_EQ(ops.sync_dir(nl::parent_folder(path)), 0); }
   ops.promised(path);
 }
 

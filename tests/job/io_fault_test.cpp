@@ -131,7 +131,9 @@ TEST(IoFaults, CheckpointSaveKeepsThePreviousCheckpoints) {
           EXPECT_TRUE(c->skipped.empty()) << c->skipped.front();
           if (o.threw) {
             EXPECT_NE(o.message.find(reason_of(f)), std::string::npos) << o.message;
-            if (o.call.rfind("sync_dir", 0) != 0) EXPECT_EQ(c->step, 2) << "the previous checkpoint is the newest";
+            if (o.call.rfind("sync_dir", 0) != 0) {
+              EXPECT_EQ(c->step, 2) << "the previous checkpoint is the newest";
+            }
             EXPECT_TRUE(fs::exists(dir / nl::CheckpointStore::file_name(2)));
           } else {
             EXPECT_EQ(c->step, 3);  // a short write, or a failed removal of the oldest (harmless, ignored)
@@ -190,7 +192,7 @@ TEST(IoFaults, AdapterSaveLeavesEveryFileComplete) {
             const bool old_one = have == nltest::read_text(tmp / "ref1" / name),
                        new_one = have == nltest::read_text(tmp / "ref2" / name);
             EXPECT_TRUE(old_one || new_one) << name << " is torn";
-            if (!o.threw) EXPECT_TRUE(new_one) << name;
+            if (!o.threw) { EXPECT_TRUE(new_one) << name; }
           }
           EXPECT_TRUE(no_temp_files_in(dir));
           if (f == Fault::ShortWrite) EXPECT_FALSE(o.threw) << o.message;

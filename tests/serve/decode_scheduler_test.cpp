@@ -150,7 +150,9 @@ TEST(DecodeLoop, CompletionsGetTheTokensGenerateGivesThemAlone) {
       EXPECT_EQ(streams[i]->stopped_on_token(), alone[i].stopped_on_token) << lm.name << ": completion " << i;
     }
     EXPECT_EQ(got[4].size(), alone[4].stopped_on_token ? 0u : 1u) << lm.name;
-    if (!alone[5].stopped_on_token) EXPECT_EQ(got[5].size(), 8u) << lm.name << ": 7 fed positions + the last token";
+    if (!alone[5].stopped_on_token) {
+      EXPECT_EQ(got[5].size(), 8u) << lm.name << ": 7 fed positions + the last token";
+    }
     EXPECT_GT(loop.tokens_advanced(), loop.steps()) << lm.name << ": no step carried two completions";
   }
 }

@@ -65,7 +65,9 @@ TEST(ChatTemplate, Qwen3MatchesTheRealJinjaTemplate) {
     const auto want = render_with_jinja("qwen3", convs, gen);
     ASSERT_EQ(want.size(), convs.size());
     for (size_t i = 0; i < convs.size(); ++i)
-      if (i != padded) EXPECT_EQ(nl::render_chat_text(f, convs[i], gen), want[i]) << "conversation " << i << " gen=" << gen;
+      if (i != padded) {
+        EXPECT_EQ(nl::render_chat_text(f, convs[i], gen), want[i]) << "conversation " << i << " gen=" << gen;
+      }
   }
   nlohmann::json probe = nlohmann::json::array({{{"template", "{{ '\\n  x'.lstrip('\\n') }}"}, {"messages", nlohmann::json::array()}}});
   CmdResult r = run_cmd("cd " + shq((source_dir() / "tools/js").string()) + " && node render_chat_oracle.mjs qwen3", probe.dump());
