@@ -113,8 +113,12 @@ struct ResidentMatrix {
   // (kernels_int8.h), made by the engine at the first int8 reservation or submission
   // (CpuEngine::make_int8_copy, under its lock with no product in flight).
   mutable std::unique_ptr<engine::TiledMatrix> int8_copy;
-  bool tiled() const { return !tiles.bytes.empty(); }
-  size_t weight_bytes() const { return tiled() ? tiles.bytes.size() : row_bytes * static_cast<size_t>(rows); }
+  bool tiled_layout = false;  // tiles hold the weights (or did, until release_f32_weights)
+  bool released = false;      // tiles freed by release_f32_weights: int8 products on the copy only
+  bool tiled() const { return tiled_layout; }
+  size_t weight_bytes() const {
+    return released ? 0 : tiled() ? tiles.bytes.size() : row_bytes * static_cast<size_t>(rows);
+  }
   const uint8_t* row(int64_t r) const { return row_data + static_cast<size_t>(r) * row_bytes; }
 };
 
@@ -623,12 +627,12 @@ class CpuEngine final : public FrozenEngine {
   EngineTicket submit_forward(WeightHandle h, const float* X, int64_t T, float* Y,
                               Precision p = Precision::F32) override {
     if (p == Precision::Int8) need_int8_copy(at(h));
-    return submit(Job{Job::Forward, &at(h), X, T, Y, p, 0});
+    return submit(Job{Job::Forward, &in_mode(h, p), X, T, Y, p, 0});
   }
   EngineTicket submit_input_grad(WeightHandle h, const float* dY, int64_t T, float* dX,
                                  Precision p = Precision::F32) override {
     if (p == Precision::Int8) need_int8_copy(at(h));
-    return submit(Job{Job::InputGrad, &at(h), dY, T, dX, p, 0});
+    return submit(Job{Job::InputGrad, &in_mode(h, p), dY, T, dX, p, 0});
   }
 
   // A thread that waits for products it submitted runs them itself when none is running,
@@ -656,7 +660,7 @@ class CpuEngine final : public FrozenEngine {
   // the lock with nothing in flight: the dispatcher touches the staging only while it runs
   // a job, and it takes a job only under the lock.
   void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
-    const ResidentMatrix& m = at(h);
+    const ResidentMatrix& m = in_mode(h, p);
     std::unique_lock<std::mutex> lk(mu_);
     if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
@@ -667,7 +671,7 @@ class CpuEngine final : public FrozenEngine {
     });
   }
   void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
-    const ResidentMatrix& m = at(h);
+    const ResidentMatrix& m = in_mode(h, p);
     std::unique_lock<std::mutex> lk(mu_);
     if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
@@ -677,6 +681,18 @@ class CpuEngine final : public FrozenEngine {
       if (p == Precision::Int8) g8_.grow(max_tokens, m.rows, kMinInt8GradTaskTokens);
       if (p == Precision::Int8 && int8_offsets(m)) grow_grad_offsets(max_tokens, m.cols);
     });
+  }
+
+  void release_f32_weights() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
+    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    for (ResidentMatrix& m : mats_)
+      if (m.tiled() && !int8_native(m)) {
+        make_int8_copy(m);
+        decltype(m.tiles.bytes)().swap(m.tiles.bytes);
+        m.released = true;
+      }
   }
 
   size_t resident_weight_bytes() const override {
@@ -718,6 +734,7 @@ class CpuEngine final : public FrozenEngine {
     m.block_bytes = info.block_bytes;
     if (engine::has_tiled_layout(v.type, v.cols())) {
       m.tiles = engine::make_tiles(v);
+      m.tiled_layout = true;
       release_file_pages(v);
     } else
       m.row_data = v.data;
@@ -727,6 +744,16 @@ class CpuEngine final : public FrozenEngine {
   const ResidentMatrix& at(WeightHandle h) const {
     if (h < 0 || static_cast<size_t>(h) >= mats_.size()) fail("engine", "invalid weight handle " + std::to_string(h));
     return mats_[static_cast<size_t>(h)];
+  }
+
+  // h's matrix, for a product or reservation in mode p: not f32 or f16 once its weights were
+  // released (release_f32_weights).
+  const ResidentMatrix& in_mode(WeightHandle h, Precision p) const {
+    const ResidentMatrix& m = at(h);
+    if (m.released && p != Precision::Int8)
+      fail("engine", std::string(precision_name(p)) + " product on weights released for int8 products only",
+           "make the engine again for f32 or f16 products (release_f32_weights keeps only the int8 copies)");
+    return m;
   }
 
   EngineTicket submit(Job job) {

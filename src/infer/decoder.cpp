@@ -134,11 +134,14 @@ struct Decoder::Impl {
     check_engine_fits();
     // What the engine's int8 products need of the weights is made now (the cpu engine's Q8_0
     // copies of F16/F32 ones, at their first reservation), so loading includes it and the
-    // engine's resident bytes (describe_inference_memory) count it.
+    // engine's resident bytes (describe_inference_memory) count it. On an engine of its own,
+    // which runs nothing but this decoder's int8 products, the weights only f32 products
+    // read are then freed (an F16 model: 1.06 bytes per weight instead of 3.06).
     if (opt.precision == Precision::Int8) {
       engine.reserve_forward(engine.output_handle(), 1, Precision::Int8);
       for (int64_t l = 0; l < c.n_layer; ++l)
         for (int p = 0; p < kNumProj; ++p) engine.reserve_forward(engine.handle(l, static_cast<Proj>(p)), 1, Precision::Int8);
+      if (owned) engine.release_f32_weights();
     }
     ModelVectors mv = load_model_vectors(m);
     vecs = std::move(mv.layers);

@@ -18,6 +18,7 @@
 #include "nightlora/modelio/model.h"
 #include "nightlora/modelio/synth.h"
 #include "nightlora/quant/qtype.h"
+#include "nightlora/util/error.h"
 #include "test_util.h"
 
 namespace {
@@ -140,6 +141,9 @@ TEST(InferenceMemory, RuleAndPrintedLine) {
 // when the decoder is built: 34 bytes per row and 32 columns of each matrix the engine
 // serves), so the model memory describe_inference_memory prints counts them; an f32 decoder
 // holds none.
+// An int8 decoder on F16 weights: its engine's Q8_0 copies are made while loading; on an
+// engine of its own the F16 tiles are then freed (only the copies stay, and f32 products on
+// them fail); on a shared engine (a caller's, which may run f32 products) both stay.
 TEST(InferenceMemory, Int8DecoderOnF16WeightsHoldsTheEnginesCopiesFromTheStart) {
   nltest::TempDir dir;
   auto m = tiny_qwen2(dir, nl::QType::F16);
@@ -152,9 +156,19 @@ TEST(InferenceMemory, Int8DecoderOnF16WeightsHoldsTheEnginesCopiesFromTheStart) 
   o.threads = 1;
   o.precision = nl::Precision::F32;
   nl::Decoder f32(*m, o);
+  const size_t f16_bytes = f32.engine().resident_weight_bytes();
   o.precision = nl::Precision::Int8;
   nl::Decoder int8(*m, o);
-  EXPECT_EQ(int8.engine().resident_weight_bytes(), f32.engine().resident_weight_bytes() + copies);
+  EXPECT_EQ(int8.engine().resident_weight_bytes(), copies);
+  EXPECT_LT(copies, f16_bytes * 55 / 100);  // 1.06 of 2 bytes per weight
+  nl::FrozenEngine& e = int8.engine();
+  const nl::WeightHandle q = e.handle(0, nl::Proj::Q);
+  std::vector<float> x(static_cast<size_t>(e.cols(q)), 0.5f), y(static_cast<size_t>(e.rows(q)));
+  EXPECT_THROW(e.forward(q, x.data(), 1, y.data(), nl::Precision::F32), nl::Error);
+  e.forward(q, x.data(), 1, y.data(), nl::Precision::Int8);
+
+  nl::Decoder shared(*m, f32.engine(), o);  // a caller's engine keeps its F16 tiles beside the copies
+  EXPECT_EQ(f32.engine().resident_weight_bytes(), f16_bytes + copies);
 }
 
 }  // namespace
