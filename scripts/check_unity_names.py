@@ -9,11 +9,12 @@ twice is a compile error, but two overloads of one name are not, and a call in o
 silently pick the other file's overload. This check fails on any such name defined in two
 files of one group (a namespace alias or `using X = Y` repeated with the same Y is fine).
 
-Files that CMake keeps out of the unity sources are skipped here too: those with a target
-pragma or a #define (their macros would leak into the next file), and the tests'
-alloc_probe.cpp. The parse is lexical (comments, strings and preprocessor lines dropped,
-function bodies skipped by braces): enough for this codebase's style, checked by the test
-that runs it (ctest build.unity_names) against planted clashes.
+Files that CMake keeps out of the unity sources are skipped here too: the library's files
+with a target pragma or a #define (their macros would leak into the next file; the rule of
+nl_module in CMakeLists.txt), and the tests' alloc_probe.cpp. The parse is lexical
+(comments, strings and preprocessor lines dropped, function bodies skipped by braces):
+enough for this codebase's style, checked against planted clashes (ctest
+build.unity_names.planted).
 
   scripts/check_unity_names.py [ROOT]        exit 0: no clash; 1: clashes listed
   scripts/check_unity_names.py --planted     the check against a tree with known clashes
@@ -150,10 +151,14 @@ def groups(root):
     return out
 
 
-def clashes(files):
+def clashes(files, own_units_in):
+    """own_units_in: the folder prefix whose files CMake keeps apart when they match SKIP_RE
+    (the library's, src/; the tests and CLIs include every file in their unity source)."""
     seen = defaultdict(list)
     for f in files:
-        if os.path.basename(f) == 'alloc_probe.cpp' or SKIP_RE.search(open(f, encoding='utf-8').read()):
+        if os.path.basename(f) == 'alloc_probe.cpp':
+            continue
+        if f.startswith(own_units_in) and SKIP_RE.search(open(f, encoding='utf-8').read()):
             continue
         for name, kind, detail in set(local_names(f)):
             seen[name].append((os.path.basename(f), kind, detail))
@@ -178,7 +183,9 @@ def planted():
                        'long helper(long x) { return x + 1; }\n}\nstatic float scale(float v) { return v; }\n'
                        'void exported(int) {}\nconst char* kLimit = "";\n}\n',
         'src/m/c.cpp': '// macros stay in their own unit: not checked\n#define X 1\nnamespace { int helper(char) { return 0; } }\n',
-        'tests/t/a_test.cpp': 'namespace {\nusing nl::QType;\nTEST(A, B) { }\n}\n',
+        'tests/t/a_test.cpp': 'namespace {\nusing nl::QType;\nTEST(A, B) { }\nint twice(long) { return 0; }\n}\n',
+        # a test file with a #define is still in its folder's unity source: checked
+        'tests/t/c_test.cpp': '#define Y 1\nnamespace {\nint twice(int) { return 1; }\n}\n',
         'tests/t/b_test.cpp': 'namespace {\nusing nl::QType;\nTEST(A, C) { }\n}\n',
         'cli/main.cpp': 'int main() { return 0; }\n',
     }
@@ -186,8 +193,8 @@ def planted():
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             open(os.path.join(root, rel), 'w').write(text)
-        found = {(label, name) for label, fs in groups(root) for name, _ in clashes(fs)}
-    want = {('src/m', 'helper'), ('src/m', 'scale'), ('src/m', 'kLimit')}
+        found = {(label, name) for label, fs in groups(root) for name, _ in clashes(fs, os.path.join(root, 'src'))}
+    want = {('src/m', 'helper'), ('src/m', 'scale'), ('src/m', 'kLimit'), ('tests/t', 'twice')}
     if found != want:
         print(f'planted clashes: found {sorted(found)}, want {sorted(want)}')
         return 1
@@ -201,7 +208,7 @@ def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), '..'))
     found = False
     for label, files in groups(root):
-        for name, where in clashes(files):
+        for name, where in clashes(files, os.path.join(root, 'src')):
             found = True
             print(f'{label}: `{name}` is defined in {", ".join(where)}: rename one (their unity source would '
                   f'hold both)')

@@ -179,8 +179,8 @@ void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_
   normalize_grad_scales(p);
 }
 
-void int8_forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq, int64_t nt, const ForwardPanel& p,
-                    int64_t nr, float* Y, int64_t ldy) {
+void int8_forward_scalar(const int8_t* q, const float* d, const int32_t*, int64_t ldq, int64_t nt,
+                         const ForwardPanel& p, int64_t nr, float* Y, int64_t ldy) {
   const int64_t blocks = ldq / kQ8Block;
   for (int64_t t = 0; t < nt; ++t)
     for (int64_t i = 0; i < nr; ++i) {
@@ -208,8 +208,8 @@ void grad_rows_scalar(const float* g, int64_t n, float* ey, int16_t* y, int64_t 
   }
 }
 
-void int8_input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt, const GradPanel& p,
-                       int64_t n, const GradOut& out) {
+void int8_input_grad_scalar(const int16_t* Y, int64_t ldg, const float* ey, int64_t lds, int64_t nt,
+                            const GradPanel& p, int64_t n, const GradOut& out) {
   int8_t qv[kGradRowBlock];
   const int64_t width = kQ8Block / p.parts;  // columns per scale block
   for (int64_t t = 0; t < nt; ++t)

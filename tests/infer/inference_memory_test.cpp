@@ -169,6 +169,9 @@ TEST(InferenceMemory, Int8DecoderOnF16WeightsHoldsTheEnginesCopiesFromTheStart) 
 
   nl::Decoder shared(*m, f32.engine(), o);  // a caller's engine keeps its F16 tiles beside the copies
   EXPECT_EQ(f32.engine().resident_weight_bytes(), f16_bytes + copies);
+  // The released engine's int8 products are the copies' as before: the same logits.
+  const std::vector<int32_t> tokens = {1, 5, 9, 2, 7};
+  EXPECT_EQ(int8.forward(tokens, true), shared.forward(tokens, true));
 }
 
 }  // namespace
