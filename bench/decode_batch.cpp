@@ -29,7 +29,7 @@
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 
-namespace {
+namespace bench_decode_batch {
 
 using Clock = std::chrono::steady_clock;
 
@@ -111,9 +111,10 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-}  // namespace
+}  // namespace bench_decode_batch
 
-int main(int argc, char** argv) {
+int bench_decode_batch_main(int argc, char** argv) {
+  using namespace bench_decode_batch;
   CLI::App app{"decode tokens/s of several sequences: batched (nl::DecodeBatch) vs one by one"};
   std::string model_path, seqs_arg = "1,2,4", precision = "default";
   int64_t n = 32, prompt_tokens = 32;

@@ -14,7 +14,7 @@
 
 #include "nightlora/data/data_fingerprint.h"
 
-int main(int argc, char** argv) {
+int bench_fingerprint_main(int argc, char** argv) {
   CLI::App app{"time the byte-exact data fingerprint"};
   int mib = 100, reps = 3;
   app.add_option("--mib", mib, "file size in MiB")->capture_default_str();
@@ -41,4 +41,5 @@ int main(int argc, char** argv) {
   std::filesystem::remove(path);
   std::printf("{\"mib\": %d, \"seconds\": %.4f, \"gib_per_s\": %.2f, \"fingerprint\": \"%s\"}\n", mib, best,
               mib / 1024.0 / best, fp.c_str());
+  return 0;
 }

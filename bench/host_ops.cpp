@@ -20,7 +20,7 @@
 #include "nightlora/modelio/synth.h"
 #include "peak_kernels.h"
 
-namespace {
+namespace bench_host_ops {
 
 using Vec = std::vector<float>;
 
@@ -70,9 +70,10 @@ WidthTimes median_seconds_by_width(int reps, const std::function<void()>& fn) {
   return {t[0][t[0].size() / 2], t[1][t[1].size() / 2]};
 }
 
-}  // namespace
+}  // namespace bench_host_ops
 
-int main(int argc, char** argv) {
+int bench_host_ops_main(int argc, char** argv) {
+  using namespace bench_host_ops;
   CLI::App app{"Time the host ops of one decoder block (attention, LoRA branch, SwiGLU, loss) at a model's shapes"};
   std::string preset = "qwen2.5-0.5b";
   int64_t T = 256, rank = 8, loss_rows = 64;

@@ -33,7 +33,7 @@
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 
-namespace {
+namespace bench_infer {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -108,9 +108,10 @@ Rep run_once(nl::Decoder& dec, const std::vector<int32_t>& prompt, int64_t n_gen
   return r;
 }
 
-}  // namespace
+}  // namespace bench_infer
 
-int main(int argc, char** argv) {
+int bench_infer_main(int argc, char** argv) {
+  using namespace bench_infer;
   CLI::App app{"Prompt processing (pp) and greedy decode (tg) tokens/s of nl::Decoder on a model"};
   std::string model_path, ids_in, ids_out, precision = "default", kv_type = "default";
   int64_t prompt_tokens = 256, n_gen = 64;

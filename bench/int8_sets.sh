@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-nl_bench_prepare "$(nproc)" nl_bench_products
+nl_bench_prepare "$(nproc)" nl_bench
 bin=$NL_BUILD_DIR/bench/nl_bench_products
 if [ -z "$sets" ]; then  # every set this CPU runs
   for s in avx2 avx-vnni avx512-vnni; do

@@ -39,7 +39,7 @@
 #include <immintrin.h>
 #endif
 
-namespace {
+namespace bench_matvec {
 
 using Clock = std::chrono::steady_clock;
 using nl::QType;
@@ -101,9 +101,10 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
+}  // namespace bench_matvec
 
-int main(int argc, char** argv) {
+int bench_matvec_main(int argc, char** argv) {
+  using namespace bench_matvec;
   CLI::App app{"the cpu engine's f32 matrix-vector kernels against a plain read of the weights"};
   std::string types = "f16,q4_K,q5_K,q6_K";
   int threads = 1, reps = 21;

@@ -10,7 +10,7 @@
 
 #include "peak_kernels.h"
 
-namespace {
+namespace bench_peak {
 
 void usage_and_exit(const char* why) {
   std::fprintf(stderr,
@@ -29,9 +29,10 @@ double parse_number(const char* flag, const char* text) {
   return v;
 }
 
-}  // namespace
+}  // namespace bench_peak
 
-int main(int argc, char** argv) {
+int bench_peak_main(int argc, char** argv) {
+  using namespace bench_peak;
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1) threads = 1;
   double seconds = 1.0;

@@ -34,7 +34,7 @@
 #include "nightlora/util/thread_pool.h"
 #include "peak_kernels.h"
 
-namespace {
+namespace bench_products {
 
 // The products' inputs and outputs start on a cache line, as the training step's arena
 // hands them to the engine (train_step.cpp allocates it 64-byte aligned). A std::vector's
@@ -196,9 +196,10 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-}  // namespace
+}  // namespace bench_products
 
-int main(int argc, char** argv) {
+int bench_products_main(int argc, char** argv) {
+  using namespace bench_products;
   CLI::App app{"Times the frozen engine's forward (X·Wᵀ) and input-gradient (dY·W) products per weight type "
                "on real models' projection shapes, against this machine's measured f32 FMA peak."};
   std::string models = "qwen2.5-0.5b,qwen2.5-1.5b,llama-3.2-1b";

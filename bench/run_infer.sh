@@ -48,7 +48,7 @@ if [ ! -d "$NL_ROOT/tools/js/node_modules/node-llama-cpp" ]; then
 fi
 if [ "${NL_NO_BUILD:-0}" != 1 ]; then
   [ -f "$NL_BUILD_DIR/build.ninja" ] || cmake -S "$NL_ROOT" -B "$NL_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
-  ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nl_bench_infer nightlora_cli >&2
+  ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nl_bench nightlora_cli >&2
 fi
 bench=$NL_BUILD_DIR/bench/nl_bench_infer
 bin=$NL_BUILD_DIR/nightlora

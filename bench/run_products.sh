@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-nl_bench_prepare "$threads" nl_bench_products
+nl_bench_prepare "$threads" nl_bench
 if [ -n "$keep" ]; then
   out=$keep
   mkdir -p "$out"

@@ -43,7 +43,7 @@ if ! grep -q "NL_HAVE_VULKAN=1" "$NL_BUILD_DIR/build.ninja"; then
        "re-run cmake (rm $NL_BUILD_DIR/CMakeCache.txt)" >&2
   exit 1
 fi
-ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nl_bench_vulkan_products nightlora_cli >&2
+ninja -C "$NL_BUILD_DIR" -j"${NL_JOBS:-2}" nl_bench nightlora_cli >&2
 nl="$NL_BUILD_DIR/nightlora"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

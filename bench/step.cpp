@@ -14,7 +14,7 @@
 #include "nightlora/modelio/model.h"
 #include "nightlora/util/error.h"
 
-int main(int argc, char** argv) {
+int bench_step_main(int argc, char** argv) {
   CLI::App app{"Runs a few LoRA training steps on a model and prints the step-time breakdown, tokens/s and peak RSS."};
   std::string model_path, loss = "all", json_path, max_memory;
   nl::StepBenchOptions opt;

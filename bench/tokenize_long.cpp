@@ -26,7 +26,7 @@
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace bench_tokenize_long {
 
 const char* const kTextKinds[] = {"prose", "repeat", "base64", "random-unicode", "random-bytes"};
 
@@ -112,9 +112,10 @@ std::string make_line(const std::string& kind, size_t bytes) {
   return s;
 }
 
-}  // namespace
+}  // namespace bench_tokenize_long
 
-int main(int argc, char** argv) {
+int bench_tokenize_long_main(int argc, char** argv) {
+  using namespace bench_tokenize_long;
   CLI::App app{"Times tokenizing one long line (16 KiB .. 1 MiB) with each real tokenizer; s/MB should stay flat."};
   std::vector<std::string> tokenizers, sizes = {"16K", "32K", "64K", "128K", "256K", "512K", "1M"},
                                        texts(std::begin(kTextKinds), std::end(kTextKinds));

@@ -24,7 +24,7 @@
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 
-namespace {
+namespace bench_vulkan_products {
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -81,9 +81,10 @@ Timing time_product(nl::FrozenEngine& e, nl::WeightHandle h, bool input_grad, in
   return {median(wall), median(device)};
 }
 
-}  // namespace
+}  // namespace bench_vulkan_products
 
-int main(int argc, char** argv) {
+int bench_vulkan_products_main(int argc, char** argv) {
+  using namespace bench_vulkan_products;
   CLI::App app{"Frozen products on the vulkan engine beside the cpu engine."};
   std::string model_path, projs = "q,down,output", tokens = "64,256", precisions = "f32,f16,int8", engines = "cpu,vulkan",
                           jsonl;

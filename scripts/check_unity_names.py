@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Names local to a source file must be unique within its unity group.
 
-The library modules (src/<module>/), the CLIs and each test folder are compiled as unity
-sources (CMake's UNITY_BUILD: every .cpp of a target included into one translation unit).
+The library modules (src/<module>/), the CLIs, the benchmark programs and each test folder
+are compiled as unity sources (CMake's UNITY_BUILD: every .cpp of a target included into one translation unit).
 Two files' functions, types or variables with internal linkage (in an anonymous namespace,
 `static`, namespace-scope `const`/`constexpr`) then share one scope: the same definition
 twice is a compile error, but two overloads of one name are not, and a call in one file can
@@ -11,7 +11,8 @@ files of one group (a namespace alias or `using X = Y` repeated with the same Y 
 
 Files that CMake keeps out of the unity sources are skipped here too: the library's files
 with a target pragma or a #define (their macros would leak into the next file; the rule of
-nl_module in CMakeLists.txt), and the tests' alloc_probe.cpp. The parse is lexical
+nl_module in CMakeLists.txt), the tests' alloc_probe.cpp, and bench/peak_kernels.cpp (a
+library of its own) and arm64_icount.cpp (built by bench/arm64_icount.sh). The parse is lexical
 (comments, strings and preprocessor lines dropped, function bodies skipped by braces):
 enough for this codebase's style, checked against planted clashes (ctest
 build.unity_names.planted).
@@ -144,10 +145,14 @@ def groups(root):
                 out.append((f'{top}/{d}', sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith('.cpp'))))
     cli = os.path.join(root, 'cli')
     out.append(('cli', sorted(os.path.join(cli, f) for f in os.listdir(cli) if f.endswith('.cpp'))))
+    bench = os.path.join(root, 'bench')  # nl_bench: its programs (bench/CMakeLists.txt)
+    if os.path.isdir(bench):
+        out.append(('bench', sorted(os.path.join(bench, f) for f in os.listdir(bench)
+                                    if f.endswith('.cpp') and f not in ('peak_kernels.cpp', 'arm64_icount.cpp'))))
     serve = os.path.join(cli, 'serve')
     if os.path.isdir(serve):
         out.append(('cli/serve', sorted(os.path.join(serve, f) for f in os.listdir(serve) if f.endswith('.cpp')) +
-                    [os.path.join(cli, 'command_line.cpp')]))
+                    [os.path.join(cli, f) for f in ('command_line.cpp', 'command_program.cpp', 'did_you_mean.cpp')]))
     return out
 
 
