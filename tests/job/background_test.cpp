@@ -112,7 +112,9 @@ TEST(TimeWindow, ParsesAndCrossesMidnight) {
   EXPECT_FALSE(d.contains(23 * 3600));
   EXPECT_DOUBLE_EQ(d.seconds_until_open(23 * 3600), 2.5 * 3600);
   EXPECT_TRUE(nl::TimeWindow::parse("18:00-24:00").contains(23.99 * 3600));
-  for (const char* bad : {"", "23-07", "25:00-07:00", "23:00-07:60", "10:00-10:00", "23:00 07:00", "ab:cd-ef:gh"})
+  EXPECT_EQ(nl::TimeWindow::parse(" 9:05 -\t17:30 ").text(), "09:05-17:30");
+  for (const char* bad : {"", "23-07", "25:00-07:00", "23:00-07:60", "10:00-10:00", "23:00 07:00", "ab:cd-ef:gh",
+                          "123:00-07:00", "23:000-07:00", "23:0-07:00", "23:00-07:00x", "23:00--07:00", "+1:00-07:00"})
     EXPECT_THROW(nl::TimeWindow::parse(bad), nl::Error) << bad;
   EXPECT_EQ(nl::format_duration(3 * 3600 + 5 * 60), "3h05m");
   EXPECT_EQ(nl::format_duration(42), "42s");
