@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Names local to a source file must be unique within its unity group.
 
-The library modules (src/<module>/), the CLIs, the benchmark programs and each test folder
-are compiled as unity sources (CMake's UNITY_BUILD: every .cpp of a target included into one translation unit).
+The library modules (src/<module>/), the CLIs, the benchmark programs, the fuzz targets and
+each test folder are compiled as unity sources (CMake's UNITY_BUILD: every .cpp of a target included into one translation unit).
 Two files' functions, types or variables with internal linkage (in an anonymous namespace,
 `static`, namespace-scope `const`/`constexpr`) then share one scope: the same definition
 twice is a compile error, but two overloads of one name are not, and a call in one file can
@@ -149,6 +149,13 @@ def groups(root):
     if os.path.isdir(bench):
         out.append(('bench', sorted(os.path.join(bench, f) for f in os.listdir(bench)
                                     if f.endswith('.cpp') and f not in ('peak_kernels.cpp', 'arm64_icount.cpp'))))
+    # fuzz targets that compile library or CLI files with their driver (fuzz/CMakeLists.txt)
+    for label, rel in (('fuzz:config_toml', ['fuzz/config_toml_fuzz.cpp', 'cli/config_file.cpp', 'cli/did_you_mean.cpp']),
+                       ('fuzz:nightly_status', ['fuzz/nightly_status_fuzz.cpp', 'src/eval/nightly_status.cpp',
+                                                'src/eval/nightly_runs.cpp', 'src/eval/nightly_publish.cpp'])):
+        files = [os.path.join(root, r) for r in rel]
+        if all(os.path.isfile(f) for f in files):
+            out.append((label, files))
     serve = os.path.join(cli, 'serve')
     if os.path.isdir(serve):
         out.append(('cli/serve', sorted(os.path.join(serve, f) for f in os.listdir(serve) if f.endswith('.cpp')) +
