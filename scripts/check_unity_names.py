@@ -2,7 +2,8 @@
 """Names local to a source file must be unique within its unity group.
 
 The library modules (src/<module>/), the CLIs, the benchmark programs, the fuzz targets and
-each test folder are compiled as unity sources (CMake's UNITY_BUILD: every .cpp of a target included into one translation unit).
+each test folder are compiled as unity sources (CMake's UNITY_BUILD: every .cpp of a target
+included into one translation unit).
 Two files' functions, types or variables with internal linkage (in an anonymous namespace,
 `static`, namespace-scope `const`/`constexpr`) then share one scope: the same definition
 twice is a compile error, but two overloads of one name are not, and a call in one file can
@@ -11,10 +12,10 @@ files of one group (a namespace alias or `using X = Y` repeated with the same Y 
 
 Files that CMake keeps out of the unity sources are skipped here too: the library's files
 with a target pragma or a #define (their macros would leak into the next file; the rule of
-nl_module in CMakeLists.txt), the tests' alloc_probe.cpp, and bench/peak_kernels.cpp (a
-library of its own) and arm64_icount.cpp (built by bench/arm64_icount.sh). The parse is lexical
-(comments, strings and preprocessor lines dropped, function bodies skipped by braces):
-enough for this codebase's style, checked against planted clashes (ctest
+nl_module in CMakeLists.txt), the tests' alloc_probe.cpp, bench/peak_kernels.cpp (a library
+of its own) and bench/arm64_icount.cpp (built by bench/arm64_icount.sh). The parse is
+lexical (comments, strings and preprocessor lines dropped, function bodies skipped by
+braces): enough for this codebase's style, checked against planted clashes (ctest
 build.unity_names.planted).
 
   scripts/check_unity_names.py [ROOT]        exit 0: no clash; 1: clashes listed
@@ -200,13 +201,17 @@ def planted():
         'tests/t/c_test.cpp': '#define Y 1\nnamespace {\nint twice(int) { return 1; }\n}\n',
         'tests/t/b_test.cpp': 'namespace {\nusing nl::QType;\nTEST(A, C) { }\n}\n',
         'cli/main.cpp': 'int main() { return 0; }\n',
+        # the benchmark programs share nl_bench's unity source; peak_kernels.cpp is a library apart
+        'bench/step.cpp': 'namespace {\nstruct Shape { int rows; };\nint lanes(int n) { return n; }\n}\n',
+        'bench/matvec.cpp': 'namespace {\nstruct Shape { long rows, cols; };\n}\n',
+        'bench/peak_kernels.cpp': 'namespace {\nlong lanes(long n) { return n; }\n}\n',
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
             open(os.path.join(root, rel), 'w').write(text)
         found = {(label, name) for label, fs in groups(root) for name, _ in clashes(fs, os.path.join(root, 'src'))}
-    want = {('src/m', 'helper'), ('src/m', 'scale'), ('src/m', 'kLimit'), ('tests/t', 'twice')}
+    want = {('src/m', 'helper'), ('src/m', 'scale'), ('src/m', 'kLimit'), ('tests/t', 'twice'), ('bench', 'Shape')}
     if found != want:
         print(f'planted clashes: found {sorted(found)}, want {sorted(want)}')
         return 1

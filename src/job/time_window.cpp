@@ -1,8 +1,8 @@
 #include "nightlora/job/time_window.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 
