@@ -662,8 +662,7 @@ class CpuEngine final : public FrozenEngine {
   void reserve_forward(WeightHandle h, int64_t max_tokens, Precision p) override {
     const ResidentMatrix& m = in_mode(h, p);
     std::unique_lock<std::mutex> lk(mu_);
-    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
-    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    wait_until_idle(lk);
     if (p == Precision::Int8) make_int8_copy(m);
     out_of_memory_is_an_error("the staging of the inputs", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.cols);
@@ -673,8 +672,7 @@ class CpuEngine final : public FrozenEngine {
   void reserve_input_grad(WeightHandle h, int64_t max_tokens, Precision p) override {
     const ResidentMatrix& m = in_mode(h, p);
     std::unique_lock<std::mutex> lk(mu_);
-    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
-    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    wait_until_idle(lk);
     if (p == Precision::Int8) make_int8_copy(m);
     out_of_memory_is_an_error("the staging of the output gradients", max_tokens, [&] {
       if (p == Precision::F16) grow_f16_staging(max_tokens, m.rows);
@@ -685,8 +683,7 @@ class CpuEngine final : public FrozenEngine {
 
   void release_f32_weights() override {
     std::unique_lock<std::mutex> lk(mu_);
-    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
-    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    wait_until_idle(lk);
     for (ResidentMatrix& m : mats_)
       if (m.tiled() && !int8_native(m)) {
         make_int8_copy(m);
@@ -898,12 +895,17 @@ class CpuEngine final : public FrozenEngine {
   }
   // make_int8_copy at an int8 submission, for a caller that reserved nothing: under mu_ once
   // the products in flight are done.
+  // Waits, holding mu_ through lk, until every product submitted so far has run.
+  void wait_until_idle(std::unique_lock<std::mutex>& lk) {
+    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
+    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+  }
+
   void need_int8_copy(const ResidentMatrix& m) {
     if (int8_native(m)) return;
     std::unique_lock<std::mutex> lk(mu_);
     if (m.int8_copy) return;
-    if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
-    done_cv_.wait(lk, [&] { return done_ >= issued_; });
+    wait_until_idle(lk);
     make_int8_copy(m);
   }
 

@@ -35,7 +35,7 @@ void expect_plan_printed(const std::string& out, const nl::PrecisionPlan& plan, 
       EXPECT_EQ(out.find("totals: "), std::string::npos) << out;
       return;
     }
-  char last_layer[16];
+  char last_layer[32];  // room for any long long (-Wformat-truncation)
   std::snprintf(last_layer, sizeof last_layer, "%5lld ", static_cast<long long>(n_layer - 1));
   EXPECT_NE(out.find(last_layer), std::string::npos) << out;
   EXPECT_NE(out.find("totals: "), std::string::npos) << out;
