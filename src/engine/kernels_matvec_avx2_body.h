@@ -49,6 +49,17 @@ inline __m256i reduce_rows(const __m256i v[8]) {
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
+// A group's tiles are one run of memory, read once per token: each kernel asks for the bytes
+// kPrefetchBytes past the tile it starts (past the run's end another group's or matrix's
+// bytes, or none: harmless, a prefetch never faults). Measured on Zen 3 (llama-3.2-1b, 2
+// threads, decode): without it a third of the Q4_K kernel's samples waited on the first load
+// of a tile.
+inline constexpr size_t kPrefetchBytes = 8192;
+inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(tile) + kPrefetchBytes;
+  for (size_t o = 0; o < tile_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
+}
+
 inline __m256 tile_scales(const uint8_t* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
 }
@@ -62,6 +73,7 @@ void q4_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const uint8_t* tile = m.tile(g, 0);  // a full group's tiles follow one another
   for (int64_t b = 0; b < nb; ++b, tile += 8 * 18) {
+    prefetch_ahead(tile, 8 * 18);
     const __m256 dw = tile_scales(tile);
     __m256i lo[4], hi[4];
     for (int k = 0; k < 4; ++k) {
@@ -98,6 +110,7 @@ void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const uint8_t* tile = m.tile(g, 0);
   for (int64_t b = 0; b < nb; ++b, tile += 8 * 34) {
+    prefetch_ahead(tile, 8 * 34);
     const __m256 dw = tile_scales(tile);
     __m256i w[8], aw[8];
     for (int i = 0; i < 8; ++i) {
@@ -189,8 +202,10 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
   const __m256i ones16 = _mm256_set1_epi16(1), thirty_two = _mm256_set1_epi8(32);
   __m256 acc[NT], corr[NT];
   for (int t = 0; t < NT; ++t) acc[t] = corr[t] = _mm256_setzero_ps();
+  const size_t tile_bytes = 8 * m.block_bytes;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
+    prefetch_ahead(tile, tile_bytes);
     const auto row = [&](int i) { return tile + static_cast<size_t>(i) * m.block_bytes; };
     __m256 s[8], c[8];       // per block j: the 8 rows' scales (Q6_K: d) and offsets
     __m128i sc16[8][2];      // Q6_K: per row, sub-blocks 0-7 and 8-15's integer scales as int16
