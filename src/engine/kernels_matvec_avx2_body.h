@@ -131,22 +131,25 @@ void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
 // The quants u of 32-value block j (of 8) of one row's K-quant block, unsigned: Q4_K's
 // nibbles (value u - 8), Q5_K's 5 bits (u - 16), Q6_K's 6 bits (u - 32); the bits of
 // kernels_int8.h's q5k_quant and q6k_quant.
+// (A function, not a lambda: GCC compiles a lambda without the including file's target
+// pragma, -Wpsabi.)
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
 template <QType kType>
 inline __m256i kquant_quants(const uint8_t* block, int j) {
-  const auto load = [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   if constexpr (kType == QType::Q6_K) {
     const int n = j / 4, quarter = j % 4;
-    const __m256i ql = load(block + 64 * n + 32 * (quarter & 1)), qh = load(block + kQ6KHighBitsOffset + 32 * n);
+    const __m256i ql = load32(block + 64 * n + 32 * (quarter & 1)), qh = load32(block + kQ6KHighBitsOffset + 32 * n);
     const __m256i nib = _mm256_and_si256(quarter < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
     const __m256i pair = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * quarter)), _mm256_set1_epi8(3));
     return _mm256_or_si256(nib, _mm256_slli_epi16(pair, 4));
   } else {
     const size_t quants = kType == QType::Q5_K ? kQ5KQuantsOffset : kQ4KQuantsOffset;
-    const __m256i raw = load(block + quants + 32 * (j / 2));
+    const __m256i raw = load32(block + quants + 32 * (j / 2));
     const __m256i nib = _mm256_and_si256(j % 2 == 0 ? raw : _mm256_srli_epi16(raw, 4), low4);
     if constexpr (kType == QType::Q4_K) return nib;
-    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load(block + kQ5KHighBitsOffset), _mm_cvtsi32_si128(j)),
+    const __m256i bit = _mm256_and_si256(_mm256_srl_epi16(load32(block + kQ5KHighBitsOffset), _mm_cvtsi32_si128(j)),
                                          _mm256_set1_epi8(1));
     return _mm256_or_si256(nib, _mm256_slli_epi16(bit, 4));
   }
@@ -208,7 +211,7 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
     prefetch_ahead(tile, tile_bytes);
     const auto row = [&](int i) { return tile + static_cast<size_t>(i) * m.block_bytes; };
     __m256 s[8], c[8];       // per block j: the 8 rows' scales (Q6_K: d) and offsets
-    __m128i sc16[8][2];      // Q6_K: per row, sub-blocks 0-7 and 8-15's integer scales as int16
+    __m256i sc16[8];         // Q6_K: per row, the even sub-blocks' integer scales as int16, then the odd ones'
     if constexpr (kQ6) {
       // d is the block's last 2 bytes: the high half of the word at 206 (inside the block).
       const __m256i at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
@@ -217,8 +220,8 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
       for (int j = 0; j < 8; ++j) s[j] = dd;
       for (int i = 0; i < 8; ++i) {
         const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row(i) + kQ6KScalesOffset));
-        sc16[i][0] = _mm_cvtepi8_epi16(bytes);
-        sc16[i][1] = _mm_cvtepi8_epi16(_mm_srli_si128(bytes, 8));
+        const __m128i even_odd = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        sc16[i] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(bytes, even_odd));
       }
     } else {
       kquant_scales8(tile, stride, kquant_mid(kType), s, c);
@@ -228,12 +231,9 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
       __m256i u[8], pairs[8];
       for (int i = 0; i < 8; ++i) {
         u[i] = kquant_quants<kType>(row(i), j);
-        if constexpr (kQ6) {  // int16 element 2j and 2j + 1 of the row's scales, 8 times each
-          const __m128i v = sc16[i][j / 4];
-          const int k = 2 * (j % 4);
-          const __m128i lo = _mm_set1_epi16(static_cast<int16_t>(2 * k | (2 * k + 1) << 8));
-          const __m128i hi = _mm_set1_epi16(static_cast<int16_t>((2 * k + 2) | (2 * k + 3) << 8));
-          pairs[i] = _mm256_setr_m128i(_mm_shuffle_epi8(v, lo), _mm_shuffle_epi8(v, hi));
+        if constexpr (kQ6) {  // the scales of sub-blocks 2j (columns 0-15) and 2j + 1, 8 int16 each
+          const __m256i element_j = _mm256_set1_epi16(static_cast<int16_t>(2 * j | (2 * j + 1) << 8));
+          pairs[i] = _mm256_shuffle_epi8(sc16[i], element_j);
         } else {
           pairs[i] = ones16;
         }
