@@ -137,6 +137,12 @@ struct ForwardPanel {
   }
   // Readies a Q4_K/Q5_K panel of nb blocks (kind, offsets, sizes); every set's packer starts so.
   void start_kquant(QType type, int64_t nb);
+  // The same for a Q6_K panel (Signed6, no offsets).
+  void start_q6k(int64_t nb) {
+    kind = Int8Kind::Signed6;
+    has_offsets = false;
+    resize(nb);
+  }
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants

@@ -328,9 +328,7 @@ inline void q6k_bytes(const uint8_t* block, int j, int half, __m128i* ql, __m128
 // 4-7) times the halves' scales.
 void pack_forward_q6k_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
-  p.kind = Int8Kind::Signed6;
-  p.has_offsets = false;
-  p.resize(nsb * 8);
+  p.start_q6k(nsb * 8);
   const size_t tile_bytes = static_cast<size_t>(nr) * m.block_bytes;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
@@ -1421,14 +1419,11 @@ inline void add_forward_offsets_tokens(const float* z, int64_t ldz, const float*
 template <int kNT>
 inline void add_forward_offsets_tokens512(const float* z, int64_t ldz, const float* const off[4], int64_t blocks,
                                           int64_t nr_last, float* Y, int64_t ldy) {
-  const auto pair = [](const float* lo, const float* hi) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo))),
-                                               _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
-  };
   __m512 acc[kNT][2];
   for (int k = 0; k < kNT; ++k) acc[k][0] = acc[k][1] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    const __m512 c0 = pair(off[0] + b * 8, off[1] + b * 8), c1 = pair(off[2] + b * 8, off[3] + b * 8);
+    const __m512 c0 = _mm512_castsi512_ps(join_halves(off[0] + b * 8, off[1] + b * 8)),
+                 c1 = _mm512_castsi512_ps(join_halves(off[2] + b * 8, off[3] + b * 8));
     for (int k = 0; k < kNT; ++k) {
       const __m512 zz = _mm512_set1_ps(z[k * ldz + b]);
       acc[k][0] = _mm512_fmadd_ps(c0, zz, acc[k][0]);

@@ -737,9 +737,7 @@ struct Q6KColumns {
 // (q6k_forward_panel_scales) and the scaled sums of the values (wsum).
 void pack_forward_q6k_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nsb = m.n_blocks();
-  p.kind = Int8Kind::Signed6;
-  p.has_offsets = false;
-  p.resize(nsb * 8);
+  p.start_q6k(nsb * 8);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
     q6k_forward_panel_scales(m, g, sb, p);
