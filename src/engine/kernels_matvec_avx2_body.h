@@ -128,13 +128,13 @@ void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) _mm256_storeu_ps(Y + t * ldy + g * 8, acc[t]);
 }
 
-// The quants u of 32-value block j (of 8) of one row's K-quant block, unsigned: Q4_K's
-// nibbles (value u - 8), Q5_K's 5 bits (u - 16), Q6_K's 6 bits (u - 32); the bits of
-// kernels_int8.h's q5k_quant and q6k_quant.
 // (A function, not a lambda: GCC compiles a lambda without the including file's target
 // pragma, -Wpsabi.)
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
+// The quants u of 32-value block j (of 8) of one row's K-quant block, unsigned: Q4_K's
+// nibbles (value u - 8), Q5_K's 5 bits (u - 16), Q6_K's 6 bits (u - 32); the bits of
+// kernels_int8.h's q5k_quant and q6k_quant.
 template <QType kType>
 inline __m256i kquant_quants(const uint8_t* block, int j) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
