@@ -155,7 +155,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) float int8_avx51
   }
   __m512i s = acc[0];
   for (int i = 1; i < 8; ++i) s = _mm512_add_epi32(s, acc[i]);
-  return static_cast<float>(_mm512_reduce_add_epi32(s));
+  alignas(64) int32_t lanes[16];  // (not _mm512_reduce_add_epi32: GCC 12 warns on its undefined vector)
+  _mm512_store_si512(lanes, s);
+  uint32_t total = 0;  // (wraps, as the lanes' sums do)
+  for (int32_t v : lanes) total += static_cast<uint32_t>(v);
+  return static_cast<float>(static_cast<int32_t>(total));
 }
 
 // Without AVX2: the SSE2 equivalent (sign-extend to i16, pmaddwd), 8 multiply-adds per step.

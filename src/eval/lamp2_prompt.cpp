@@ -25,7 +25,10 @@ std::string lamp2_prompt(std::string_view description, const std::vector<Lamp2Sh
   return s;
 }
 
-std::string lamp2_completion(std::string_view tag) { return " " + std::string(tag); }
+std::string lamp2_completion(std::string_view tag) {
+  std::string s(1, ' ');  // (not " " + std::string(tag): GCC 12 warns, -Wrestrict, on that insert)
+  return s.append(tag);
+}
 
 std::vector<Lamp2Shot> lamp2_retrieve(const std::vector<Lamp2ProfileItem>& profile, const std::vector<size_t>& candidates,
                                       std::string_view description, int k) {

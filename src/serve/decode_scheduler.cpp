@@ -141,15 +141,15 @@ void DecodeScheduler::loop() {
     ids.clear();
     size_t kept = 0;
     for (size_t i = 0; i < running.size(); ++i) {
-      std::optional<int32_t> id;
+      int32_t id = -1;  // (a plain int, not the optional: GCC 12 saw its payload as uninitialized)
       try {
-        id = sample_next(*running[i]);
+        if (const std::optional<int32_t> next = sample_next(*running[i])) id = *next;
       } catch (...) {  // (sampling throws on nothing it is given today; a failure ends only this one)
         end(*running[i], false, std::current_exception());
       }
-      if (!id) continue;
+      if (id < 0) continue;
       decoders.push_back(running[i]->decoder.get());
-      ids.push_back(*id);
+      ids.push_back(id);
       running[kept++] = std::move(running[i]);
     }
     running.resize(kept);

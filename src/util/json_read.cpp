@@ -136,7 +136,7 @@ class PathKeepingParser final : public nlohmann::json_sax<json> {
       } else {
         // An outer array's current element is its last one; the innermost's is the one being read.
         size_t n = o.container->size();
-        p += "[" + std::to_string(i + 1 == stack_.size() ? n : n - 1) + "]";
+        p.append("[").append(std::to_string(i + 1 == stack_.size() ? n : n - 1)).append("]");
       }
     }
     return p;

@@ -25,6 +25,7 @@ using nl::Precision;
 using nl::QType;
 using nl::engine::Int8Kernels;
 
+#if defined(__x86_64__)
 // The "flags" line of /proc/cpuinfo, padded with spaces ("" where there is none). Linux
 // lists AVX-512 flags only when it saves the ZMM state, as x86_features() requires.
 std::string cpuinfo_flags() {
@@ -38,6 +39,7 @@ std::string cpuinfo_flags() {
     }
   return "";
 }
+#endif
 
 TEST(Int8Selection, X86FeaturesAgreeWithProcCpuinfo) {
 #if !defined(__x86_64__)
