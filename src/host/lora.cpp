@@ -51,7 +51,10 @@ std::array<bool, kNumProj> LoraConfig::parse_targets(const std::string& list) {
 std::string LoraConfig::targets_string() const {
   std::string s;
   for (int p = 0; p < kNumProj; ++p)
-    if (targets[static_cast<size_t>(p)]) s += (s.empty() ? "" : ",") + std::string(proj_name(static_cast<Proj>(p)));
+    if (targets[static_cast<size_t>(p)]) {
+      if (!s.empty()) s += ',';
+      s += proj_name(static_cast<Proj>(p));
+    }
   return s;
 }
 
