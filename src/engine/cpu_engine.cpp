@@ -893,14 +893,14 @@ class CpuEngine final : public FrozenEngine {
     int8_copy_bytes_ += c.bytes.size();
     m.int8_copy = std::make_unique<engine::TiledMatrix>(std::move(c));
   }
-  // make_int8_copy at an int8 submission, for a caller that reserved nothing: under mu_ once
-  // the products in flight are done.
   // Waits, holding mu_ through lk, until every product submitted so far has run.
   void wait_until_idle(std::unique_lock<std::mutex>& lk) {
     if (waiter_runs_) queue_cv_.notify_one();  // the queue's products run on the dispatcher
     done_cv_.wait(lk, [&] { return done_ >= issued_; });
   }
 
+  // make_int8_copy at an int8 submission, for a caller that reserved nothing: under mu_ once
+  // the products in flight are done.
   void need_int8_copy(const ResidentMatrix& m) {
     if (int8_native(m)) return;
     std::unique_lock<std::mutex> lk(mu_);

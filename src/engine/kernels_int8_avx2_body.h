@@ -217,17 +217,10 @@ inline void forward_weight_sums_avx2(ForwardPanel& p) {
                         chunk_sums_x128(reinterpret_cast<const __m256i*>(p.q.data() + b * 256)));
 }
 
-// The packers read each resident tile once per product (or per token block), from memory:
-// they ask for the tiles they will read next ahead of time. The forward packer reads a row
-// group's tiles, one run of memory, and asks for the tile kPackPrefetchTiles ahead in the
-// run. (Past the group's end that is the next group's or another matrix's bytes; past the
-// weights, computed as an integer address, harmless: a prefetch never faults.)
+// The packers ask for the tiles they will read next (prefetch_ahead, tile_layout.h): the
+// forward packer reads a row group's tiles, one run of memory, and asks for the tile
+// kPackPrefetchTiles ahead in the run.
 inline constexpr size_t kPackPrefetchTiles = 16;
-// The n bytes `distance` bytes past p.
-inline void prefetch_ahead(const uint8_t* p, size_t distance, size_t n) {
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + distance;
-  for (size_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
-}
 
 // A Q4_K row group (kernels_int8.h): per super-block and 64-value group, each row's 32 bytes
 // of quants hold sub-block 2j in the low nibbles and 2j+1 in the high ones; the 8 rows'

@@ -50,15 +50,10 @@ inline __m256i reduce_rows(const __m256i v[8]) {
 }
 
 // A group's tiles are one run of memory, read once per token: each kernel asks for the bytes
-// kPrefetchBytes past the tile it starts (past the run's end another group's or matrix's
-// bytes, or none: harmless, a prefetch never faults). Measured on Zen 3 (llama-3.2-1b, 2
-// threads, decode): without it a third of the Q4_K kernel's samples waited on the first load
-// of a tile.
+// kPrefetchBytes past the tile it starts (prefetch_ahead). Measured on Zen 3 (llama-3.2-1b,
+// 2 threads, decode): without it a third of the Q4_K kernel's samples waited on the first
+// load of a tile.
 inline constexpr size_t kPrefetchBytes = 8192;
-inline void prefetch_ahead(const uint8_t* tile, size_t tile_bytes) {
-  const uintptr_t ahead = reinterpret_cast<uintptr_t>(tile) + kPrefetchBytes;
-  for (size_t o = 0; o < tile_bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + o), _MM_HINT_T0);
-}
 
 inline __m256 tile_scales(const uint8_t* tile) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile)));
@@ -73,7 +68,7 @@ void q4_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const uint8_t* tile = m.tile(g, 0);  // a full group's tiles follow one another
   for (int64_t b = 0; b < nb; ++b, tile += 8 * 18) {
-    prefetch_ahead(tile, 8 * 18);
+    prefetch_ahead(tile, kPrefetchBytes, 8 * 18);
     const __m256 dw = tile_scales(tile);
     __m256i lo[4], hi[4];
     for (int k = 0; k < 4; ++k) {
@@ -110,7 +105,7 @@ void q8_0_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float* d
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const uint8_t* tile = m.tile(g, 0);
   for (int64_t b = 0; b < nb; ++b, tile += 8 * 34) {
-    prefetch_ahead(tile, 8 * 34);
+    prefetch_ahead(tile, kPrefetchBytes, 8 * 34);
     const __m256 dw = tile_scales(tile);
     __m256i w[8], aw[8];
     for (int i = 0; i < 8; ++i) {
@@ -208,7 +203,7 @@ void kquant_group(const TiledMatrix& m, int64_t g, const int8_t* q, const float*
   const size_t tile_bytes = 8 * m.block_bytes;
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* tile = m.tile(g, sb);
-    prefetch_ahead(tile, tile_bytes);
+    prefetch_ahead(tile, kPrefetchBytes, tile_bytes);
     const auto row = [&](int i) { return tile + static_cast<size_t>(i) * m.block_bytes; };
     __m256 s[8], c[8];       // per block j: the 8 rows' scales (Q6_K: d) and offsets
     __m256i sc16[8];         // Q6_K: per row, the even sub-blocks' integer scales as int16, then the odd ones'

@@ -77,6 +77,15 @@ TiledMatrix make_tiles(const TensorView& w);
 // super-blocks split into two halves of 128 columns (Q4_K, Q5_K: sub-blocks 0-3 and 4-7,
 // Q6_K: its two 128-value groups), so an input-gradient task can take 128 columns.
 inline constexpr int64_t kKQuantHalfCols = 128;
+
+// The kernels read each resident tile once per product (or per token block, or per decoded
+// token), from memory: they ask for the n bytes `distance` past p ahead of time. (Past a
+// run's end that is another group's or matrix's bytes, or none; the address is computed as
+// an integer and a prefetch never faults, so that is harmless.)
+inline void prefetch_ahead(const uint8_t* p, size_t distance, size_t n) {
+  const uintptr_t ahead = reinterpret_cast<uintptr_t>(p) + distance;
+  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(reinterpret_cast<const void*>(ahead + o), 0, 3);
+}
 int64_t dequant_cols(QType t);
 
 // A dequantizer of tiles: writes rows [g*8, g*8 + nr) and columns [c0, c1) (multiples of
