@@ -1,6 +1,7 @@
-// The cpu backend. Its resident layout is made once at load: Q4_0 and Q8_0 matrices are
-// repacked into 8-row tiles (tile_layout.h, exactly the quantized bytes); other types keep
-// their quantized rows as the model stores them. Both products dequantize a few rows at a
+// The cpu backend. Its resident layout is made once at load: Q4_0, Q8_0, K-quant and F16
+// matrices are repacked into 8-row tiles (tile_layout.h, exactly the quantized bytes; Q5_0
+// ones into Q8_0 tiles of the same values); other types keep their quantized rows as the
+// model stores them. Both products dequantize a few rows at a
 // time into a per-thread "panel" (through the same dequantizer) and use it for a whole
 // block of tokens, so the work is a GEMM per task, not a GEMV per token:
 //  - forward: tasks are (three 8-row groups x token block); each Y element is computed by
@@ -609,10 +610,11 @@ class CpuEngine final : public FrozenEngine {
   std::string isa() const override { return engine::engine_isa_name(kernels_.isa, int8_); }
   // The f16 mode runs the f32 kernels plus conversions and the range guard: never cheaper.
   // The int8 mode is cheaper on the tiles it packs (the stored quants, or a Q8_0 copy) with
-  // every set but the widening NEON one on Q8_0 and Q5_K (int8_beats_f32_on_stored_quants).
+  // every set but the widening NEON one on Q8_0 (int8_beats_f32_on_stored_quants).
   std::vector<Precision> cheaper_modes(WeightHandle h) const override {
-    if (engine::int8_beats_f32_on_stored_quants(int8_, int8_native(at(h)) ? at(h).type : QType::Q8_0))
-      return {Precision::Int8};
+    const ResidentMatrix& m = at(h);
+    const QType stored = !int8_native(m) ? QType::Q8_0 : m.tiles.five_bit_quants ? QType::Q5_0 : m.type;
+    if (engine::int8_beats_f32_on_stored_quants(int8_, stored)) return {Precision::Int8};
     return {};
   }
 
@@ -732,6 +734,9 @@ class CpuEngine final : public FrozenEngine {
     if (engine::has_tiled_layout(v.type, v.cols())) {
       m.tiles = engine::make_tiles(v);
       m.tiled_layout = true;
+      m.type = m.tiles.type;  // Q5_0 weights are Q8_0 tiles (tile_layout.h)
+      m.row_bytes = qtype_row_bytes(m.type, m.cols);
+      m.block_bytes = qtype_info(m.type).block_bytes;
       release_file_pages(v);
     } else
       m.row_data = v.data;

@@ -23,7 +23,9 @@
 //   input grad  the row scales of a column block differ between its two halves, so dY is
 //               requantized per half (GradPanel::parts = 2): dw[r,h] = d sc[r,h] (exact in
 //               f32), m, rho, rho16 and e per 16 columns, as below per 32.
-// Every other type (F16, BF16, F32, Q4_1, Q5_0, Q5_1) is quantized once, at the matrix's
+// Q5_0 weights are Q8_0 tiles of the quants q - 16 (tile_layout.h), whose panels are Signed5
+// ones (legacy_tile_kind): the values as stored, exactly.
+// Every other type (F16, BF16, F32, Q4_1, Q5_1) is quantized once, at the matrix's
 // first int8 reservation or product, to a Q8_0 copy (quantize_block_q8_0: per row and 32
 // columns, d the smallest half >= max|w|/127 and q = round(w / d); columns past the last
 // whole block are zeros), whose products are then Q8_0's: an extra error of at most half a
@@ -107,6 +109,11 @@ inline constexpr int64_t kGradPanelBlockBytes = 4 * kGradChunks * 32;  // per co
 // in int16 where nibbles sum 8. Signed6 panels need their own forward kernels (the scales).
 enum class Int8Kind : uint8_t { Nibble, Signed, Signed5, Signed6 };
 inline bool is_signed(Int8Kind k) { return k != Int8Kind::Nibble; }
+// The kind of the panels of a Q4_0 or Q8_0 tiled matrix: Q4_0's nibbles, Q8_0's bytes, or
+// Signed5 for the Q8_0 tiles of Q5_0 weights (every quant in [-16, 15], tile_layout.h).
+inline Int8Kind legacy_tile_kind(const TiledMatrix& m) {
+  return m.type == QType::Q4_0 ? Int8Kind::Nibble : m.five_bit_quants ? Int8Kind::Signed5 : Int8Kind::Signed;
+}
 
 struct ForwardPanel {
   Int8Kind kind = Int8Kind::Signed;
@@ -146,8 +153,8 @@ struct ForwardPanel {
 };
 
 // Whether the int8 products pack a tiled matrix of this type from its stored quants
-// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0, Q4_K, Q5_K and Q6_K. Every other type's
-// products pack its Q8_0 copy (quantize_block_q8_0).
+// (pack_forward_tiles, pack_grad_tiles): Q4_0, Q8_0 (and Q5_0's Q8_0 tiles), Q4_K, Q5_K and
+// Q6_K. Every other type's products pack its Q8_0 copy (quantize_block_q8_0).
 inline bool int8_uses_stored_quants(QType t) {
   return t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
 }
@@ -381,8 +388,9 @@ std::string panel_isa_of(const std::string& isa);
 const Int8Kernels& select_int8_kernels(const std::string& requested, const char* panel_isa);
 
 // Whether set k runs int8 products faster than f32 ones on tiles of `type` (Q4_0, Q8_0, Q4_K,
-// Q5_K or Q6_K; Q8_0 for the other types, whose Q8_0 copy it uses): yes (Q4_K runs Q4_0's kernels plus its
-// offsets), except Q8_0 with the NEON widening set of cores without dotprod, which
+// Q5_K or Q6_K; Q5_0 for Q5_0's Q8_0 tiles, whose Signed5 panels run Q5_K's kernels without
+// its offsets; Q8_0 for the other types, whose Q8_0 copy it uses): yes (Q4_K runs Q4_0's
+// kernels plus its offsets), except Q8_0 with the NEON widening set of cores without dotprod, which
 // executes about as many instructions per multiply-add as the f32 NEON kernels or more
 // (forward / input gradient per 1k multiply-adds, bench/arm64_icount.sh --cpu cortex-a53:
 // Q8_0 472 / 492, Q4_0 349 / 316, f32 455 / 450). Q4_K (409 / 403 against 461 / 449) and

@@ -359,7 +359,7 @@ void pack_forward_tiles_avx2(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
   const bool q4 = m.type == QType::Q4_0;
   const size_t quant_bytes = m.block_bytes - sizeof(uint16_t);
-  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.kind = legacy_tile_kind(m);
   p.has_offsets = false;
   p.resize(nb);
   const __m256i low = _mm256_set1_epi8(0x0F);
@@ -593,7 +593,7 @@ void pack_grad_tiles_avx2(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
     normalize_grad_scales_avx2(p);
     return;
   }
-  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.kind = legacy_tile_kind(m);
   p.resize(b1 - b0);
   if (q4)
     full ? pack_grad_tiles_kind<true, true>(m, rb, b0, b1, p) : pack_grad_tiles_kind<true, false>(m, rb, b0, b1, p);

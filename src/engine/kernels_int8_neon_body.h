@@ -767,7 +767,7 @@ void pack_forward_tiles_neon(const TiledMatrix& m, int64_t g, ForwardPanel& p) {
   if (m.type == QType::Q5_K) return pack_forward_q5k_tiles_neon(m, g, p);
   if (m.type == QType::Q6_K) return pack_forward_q6k_tiles_neon(m, g, p);
   const bool q4 = m.type == QType::Q4_0;
-  p.kind = q4 ? Int8Kind::Nibble : Int8Kind::Signed;
+  p.kind = legacy_tile_kind(m);
   p.has_offsets = false;
   p.resize(m.n_blocks());
   q4 ? pack_forward_tiles_kind_neon<true>(m, g, p) : pack_forward_tiles_kind_neon<false>(m, g, p);
@@ -922,8 +922,7 @@ void pack_grad_tiles_neon(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t 
   const bool q4 = m.type == QType::Q4_0, full = (rb + 1) * kGradRowBlock <= m.rows;
   p.kind = int8_has_offsets(m.type)  ? kquant_kind(m.type)
            : m.type == QType::Q6_K ? Int8Kind::Signed6
-           : q4                    ? Int8Kind::Nibble
-                                   : Int8Kind::Signed;
+                                   : legacy_tile_kind(m);
   p.resize(b1 - b0, int8_grad_parts(m.type));
   if (m.type == QType::Q4_K || m.type == QType::Q5_K)
     pack_grad_kquant_tiles_neon(m, rb, b0, b1, p);

@@ -45,8 +45,6 @@ inline int8_t round_to_int8(float v) {
   return static_cast<int8_t>(r >= -128.0f && r <= 127.0f ? static_cast<int>(r) : -128);
 }
 
-Int8Kind tile_kind(const TiledMatrix& m) { return m.type == QType::Q4_0 ? Int8Kind::Nibble : Int8Kind::Signed; }
-
 void quantize_row_scalar(const float* x, int64_t n, int8_t* q, float* d, int32_t* sum) {
   float v[kQ8Block];
   for (int64_t b = 0; b * kQ8Block < n; ++b) {
@@ -102,7 +100,7 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
   if (int8_has_offsets(m.type)) return pack_forward_kquant_tiles_scalar(m, g, p);
   if (m.type == QType::Q6_K) return pack_forward_q6k_tiles_scalar(m, g, p);
   const int64_t nr = m.group_rows(g), nb = m.n_blocks();
-  p.kind = tile_kind(m);
+  p.kind = legacy_tile_kind(m);
   p.has_offsets = false;
   p.resize(nb);
   for (int64_t b = 0; b < nb; ++b) {
@@ -112,7 +110,7 @@ void pack_forward_tiles_scalar(const TiledMatrix& m, int64_t g, ForwardPanel& p)
       for (int64_t j = 0; j < kQ8Block; ++j) p.q[forward_index(b, i, j)] = i < nr ? tile_byte(m, tile, nr, i, j) : 0;
     }
   }
-  if (p.kind == Int8Kind::Signed) forward_weight_sums(p);
+  if (is_signed(p.kind)) forward_weight_sums(p);
 }
 
 // Rows of a Q4_K/Q5_K row block: each sub-block's values q - 8 (Q4_K) or q - 16 (Q5_K) with
@@ -161,7 +159,7 @@ void pack_grad_q6k_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, in
 void pack_grad_tiles_scalar(const TiledMatrix& m, int64_t rb, int64_t b0, int64_t b1, GradPanel& p) {
   if (int8_has_offsets(m.type)) return pack_grad_kquant_tiles_scalar(m, rb, b0, b1, p);
   if (m.type == QType::Q6_K) return pack_grad_q6k_tiles_scalar(m, rb, b0, b1, p);
-  p.kind = tile_kind(m);
+  p.kind = legacy_tile_kind(m);
   p.resize(b1 - b0);
   for (int64_t r = 0; r < kGradRowBlock; ++r) {
     const int64_t row = rb * kGradRowBlock + r, g = row / kTileRows, i = row % kTileRows;
@@ -395,7 +393,7 @@ const Int8Kernels& int8_kernels_scalar() {
 }
 
 bool int8_beats_f32_on_stored_quants(const Int8Kernels& k, QType type) {
-  return type == QType::Q4_0 || type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K ||
+  return type == QType::Q4_0 || type == QType::Q5_0 || type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K ||
          &k != int8_kernels_neon_widening();
 }
 

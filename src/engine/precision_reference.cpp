@@ -15,8 +15,8 @@ namespace nl::engine {
 namespace {
 
 // W as int8 per (row, 32-column block): Q4_0/Q8_0/Q4_K/Q5_K/Q6_K quants and scales as stored
-// (the K-quants' with their offsets c or Q6_K's integer scales of 16 columns), other types
-// from their Q8_0 copy (kernels_int8.h).
+// (the K-quants' with their offsets c or Q6_K's integer scales of 16 columns), Q5_0's as its
+// Q8_0 tiles hold them (q - 16), other types from their Q8_0 copy (kernels_int8.h).
 struct Int8Weights {
   int64_t rows = 0, blocks = 0;
   std::vector<int8_t> q;  // rows x blocks*32
@@ -83,6 +83,18 @@ Int8Weights int8_weights(const TensorView& W) {
           q[b * 32 + j] = W.type == QType::Q4_0
                               ? static_cast<int8_t>((j < 16 ? (blk[2 + j] & 0x0F) : (blk[2 + j - 16] >> 4)) - 8)
                               : static_cast<int8_t>(blk[2 + j]);
+      }
+    } else if (W.type == QType::Q5_0) {  // the quants q - 16 with the scale as stored (tile_layout.h)
+      for (int64_t b = 0; b < iw.blocks; ++b) {
+        quant::BlockQ5_0 blk;
+        std::memcpy(&blk, W.row(r) + static_cast<size_t>(b) * sizeof(blk), sizeof(blk));
+        d[b] = fp16_to_f32(blk.d);
+        uint32_t qh;
+        std::memcpy(&qh, blk.qh, sizeof(qh));
+        for (int j = 0; j < 16; ++j) {
+          q[b * 32 + j] = static_cast<int8_t>(((blk.qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - 16);
+          q[b * 32 + j + 16] = static_cast<int8_t>(((blk.qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
+        }
       }
     } else {  // the Q8_0 copy
       dequantize_row(W.type, W.row(r), row.data(), W.cols());

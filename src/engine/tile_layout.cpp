@@ -12,6 +12,7 @@ namespace nl::engine {
 int64_t tile_cols(QType t) {
   switch (t) {
     case QType::Q4_0:
+    case QType::Q5_0:  // as Q8_0 tiles
     case QType::Q8_0:
     case QType::F16: return kTileCols;
     case QType::Q4_K:
@@ -40,6 +41,23 @@ void copy_legacy_tile(const uint8_t* const* src, int64_t nr, size_t block_bytes,
   }
 }
 
+// A Q5_0 block as a Q8_0 one: the same scale, the quants q - 16 (in [-16, 15]).
+quant::BlockQ8_0 q8_0_of_q5_0(const uint8_t* src) {
+  quant::BlockQ5_0 b;
+  std::memcpy(&b, src, sizeof(b));
+  quant::BlockQ8_0 out;
+  out.d = b.d;
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, sizeof(qh));
+  for (int j = 0; j < kTileCols / 2; ++j) {
+    const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
+    const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + kTileCols / 2)) & 1) << 4;
+    out.qs[j] = static_cast<int8_t>(lo - 16);
+    out.qs[j + kTileCols / 2] = static_cast<int8_t>(hi - 16);
+  }
+  return out;
+}
+
 }  // namespace
 
 TiledMatrix make_tiles(const TensorView& w) {
@@ -47,20 +65,29 @@ TiledMatrix make_tiles(const TensorView& w) {
     fail(w.name, std::string("no tiled layout for a ") + qtype_name(w.type) + " matrix with rows of " +
                      std::to_string(w.cols()) + " elements");
   TiledMatrix m;
-  m.type = w.type;
+  m.type = resident_type(w.type);
+  m.five_bit_quants = w.type == QType::Q5_0;
   m.rows = w.rows();
   m.cols = w.cols();
   m.tile_cols = tile_cols(w.type);
-  // Bytes of one row's slice of a tile: tile_cols elements of the row as stored.
-  m.block_bytes = qtype_row_bytes(w.type, m.tile_cols);
+  // Bytes of one row's slice of a tile: tile_cols elements of the row as the tiles store it.
+  m.block_bytes = qtype_row_bytes(m.type, m.tile_cols);
   m.bytes.resize(m.block_bytes * static_cast<size_t>(m.n_blocks() * m.rows));
-  const bool legacy = w.type == QType::Q4_0 || w.type == QType::Q8_0;
+  const bool legacy = m.type == QType::Q4_0 || m.type == QType::Q8_0;
+  const size_t src_block_bytes = qtype_row_bytes(w.type, m.tile_cols);
   for (int64_t g = 0; g < m.n_groups(); ++g) {
     const int64_t nr = m.group_rows(g);
     for (int64_t b = 0; b < m.n_blocks(); ++b) {
       uint8_t* dst = const_cast<uint8_t*>(m.tile(g, b));
       const uint8_t* src[kTileRows];
-      for (int64_t i = 0; i < nr; ++i) src[i] = w.row(g * kTileRows + i) + static_cast<size_t>(b) * m.block_bytes;
+      quant::BlockQ8_0 converted[kTileRows];
+      for (int64_t i = 0; i < nr; ++i) {
+        src[i] = w.row(g * kTileRows + i) + static_cast<size_t>(b) * src_block_bytes;
+        if (m.five_bit_quants) {
+          converted[i] = q8_0_of_q5_0(src[i]);
+          src[i] = reinterpret_cast<const uint8_t*>(&converted[i]);
+        }
+      }
       if (legacy) {
         copy_legacy_tile(src, nr, m.block_bytes, dst);
       } else {

@@ -1,5 +1,5 @@
 // The resident tile layout of the cpu engine, made once at load, for Q4_0, Q8_0, Q4_K, Q5_K,
-// Q6_K and F16 weights.
+// Q6_K and F16 weights, and Q5_0 weights stored as Q8_0 tiles (below).
 //
 // Rows are taken in groups of 8 (the last group may be shorter) and columns in tiles of
 // `tile_cols`: one quant block for Q4_0/Q8_0 (32), one super-block for the K-quants (256),
@@ -11,6 +11,10 @@
 //   K-quants:    [ block(row 0) ] .. [ block(row nr-1) ]    whole ggml super-blocks
 //   F16:         [ 32 halves(row 0) ] .. [ 32 halves(row nr-1) ]
 // Nothing is added or dropped: the tiles take exactly the bytes of the quantized rows.
+// Q5_0 rows (the fallback of K-quant files for rows that are not whole super-blocks, e.g.
+// most of Qwen2.5-0.5B's Q4_K_M) become Q8_0 tiles exactly: the same scale d and the quants
+// q - 16, so every kernel and product takes them as Q8_0 with the same values, and none
+// needs a Q8_0 copy beside them (8.5 bits per weight instead of 5.5 + 8.5).
 //
 // Every product (forward and input gradient, any ISA) gets its weights through
 // dequantize_tiles(), so all of them see the same effective weights bit for bit: the ones
@@ -46,7 +50,10 @@ struct CacheLineAllocator {
 };
 
 struct TiledMatrix {
-  QType type = QType::F32;
+  QType type = QType::F32;  // of the tiles: Q8_0 for Q5_0 weights (resident_type)
+  // Q8_0 tiles of Q5_0 weights: every quant is in [-16, 15], so the int8 panels are Signed5
+  // ones, whose kernels sum more products in int16 than Q8_0's (kernels_int8.h).
+  bool five_bit_quants = false;
   int64_t rows = 0, cols = 0;
   int64_t tile_cols = kTileCols;  // columns per tile
   size_t block_bytes = 0;         // bytes of one row's slice of a tile
@@ -65,6 +72,8 @@ struct TiledMatrix {
 
 // Columns per tile of a weight type, or 0 for the types that keep their rows as stored.
 int64_t tile_cols(QType t);
+// The type of the tiles a weight type gets: Q8_0 for Q5_0, else the type itself.
+inline QType resident_type(QType t) { return t == QType::Q5_0 ? QType::Q8_0 : t; }
 // True for the weight types that get a tiled layout (others keep their rows).
 bool has_tiled_layout(QType t);
 // True when a matrix of this type with rows of `cols` elements can be tiled (whole tiles).

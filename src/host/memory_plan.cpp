@@ -56,10 +56,17 @@ BlockActs lay_out_block(const ModelConfig& c, int64_t T, int64_t rank, Carver& c
   return b;
 }
 
+// The bytes the cpu engine keeps of one matrix: as stored, except Q5_0, which it keeps as Q8_0
+// tiles of the same values (engine::resident_type): 34 bytes per row and 32 columns.
+size_t resident_matrix_bytes(const TensorView& w) {
+  if (w.type == QType::Q5_0 && w.cols() % 32 == 0) return static_cast<size_t>(w.rows() * (w.cols() / 32) * 34);
+  return w.nbytes;
+}
+
 size_t served_matrix_bytes(const Model& m) {
-  size_t n = m.weights.output.present() ? m.weights.output.nbytes : m.weights.tok_embd.nbytes;
+  size_t n = resident_matrix_bytes(m.weights.output.present() ? m.weights.output : m.weights.tok_embd);
   for (const LayerWeights& l : m.weights.layers)
-    for (int p = 0; p < kNumProj; ++p) n += l.proj(static_cast<Proj>(p)).nbytes;
+    for (int p = 0; p < kNumProj; ++p) n += resident_matrix_bytes(l.proj(static_cast<Proj>(p)));
   return n;
 }
 
@@ -89,12 +96,13 @@ bool serves_int8_offsets(const Model& m) {
 }
 
 // The Q8_0 copies the cpu engine's int8 products make of matrices whose quants they cannot
-// use (engine::int8_uses_stored_quants: all but Q4_0, Q8_0 and the K-quants): 34 bytes per
-// row and 32 columns.
+// use (engine::int8_uses_stored_quants: all but Q4_0, Q8_0, the K-quants and Q5_0, kept as
+// Q8_0 tiles): 34 bytes per row and 32 columns.
 size_t int8_copy_bytes(const Model& m) {
   const auto copy = [](const TensorView& w) -> size_t {
     const QType t = w.type;
-    const bool stored = t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K || t == QType::Q6_K;
+    const bool stored = t == QType::Q4_0 || t == QType::Q8_0 || t == QType::Q4_K || t == QType::Q5_K ||
+                        t == QType::Q6_K || (t == QType::Q5_0 && w.cols() % 32 == 0);
     return stored ? 0 : static_cast<size_t>(w.rows() * ((w.cols() + 31) / 32) * 34);
   };
   size_t n = copy(m.weights.output.present() ? m.weights.output : m.weights.tok_embd);

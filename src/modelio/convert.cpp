@@ -12,6 +12,7 @@
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/gguf_names.h"
+#include "nightlora/modelio/quantize_model.h"
 #include "nightlora/tokenizer/tokenizer.h"
 #include "nightlora/util/error.h"
 
@@ -145,11 +146,8 @@ GgufModelWriteReport write_gguf_model(const std::string& path, const ModelConfig
   for (const auto& src : tensors) {
     QType t = QType::F32;
     if (src.quantize) {
-      t = type;
-      if (src.ne[0] % qtype_info(type).block_size != 0) {
-        t = QType::F16;
-        report.f16_fallbacks.push_back(src.name);
-      }
+      t = matrix_type_for(type, src.ne[0]);
+      if (t != type) report.fallbacks.push_back({src.name, t});
     }
     report.tensors_by_type[qtype_name(t)]++;
     report.tensor_bytes += gguf_tensor_bytes(t, src.ne);

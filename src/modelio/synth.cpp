@@ -85,7 +85,8 @@ std::vector<SynthPreset> build_presets() {
   add("tiny-qwen3", "tiny qwen3 for tests (Q/K norms, head_dim 32 != d_model/n_head)",
       make_config(Arch::Qwen3, 64, 2, 4, 2, 32, 128, 320, 512, 1e-6f, 1e6f, true), "");
   // K-quants store 256 values per block: every matrix of this one has whole super-blocks
-  // (the others' 64 and 128 columns are stored as f16 when a K-quant is asked for).
+  // (the others' 64 and 128 columns take llama.cpp's fallback when a K-quant is asked for:
+  // q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0).
   add("tiny-llama-k", "tiny llama for tests of K-quant weights (every width a multiple of 256)",
       make_config(Arch::Llama, 256, 2, 4, 2, 64, 512, 320, 512, 1e-5f, 10000.0f, false), "");
   return p;
@@ -240,8 +241,9 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt,
   if (!c.tied_output) tensors.push_back(random_tensor(kTensorOutput, {c.d_model, c.vocab}, true, seed, 0.0f, kStd));
 
   result.report = write_gguf_model(out_path, c, write_tok, tensors, opt.type);
-  if (!result.report.f16_fallbacks.empty())
-    say("note: " + std::to_string(result.report.f16_fallbacks.size()) + " tensors written as f16: their rows are not a multiple of " +
+  if (!result.report.fallbacks.empty())
+    say("note: " + std::to_string(result.report.fallbacks.size()) + " tensors written as " +
+        qtype_name(result.report.fallbacks.front().type) + " (as llama.cpp's quantizer does): their rows are not a multiple of " +
         qtype_name(opt.type) + "'s block size of " + std::to_string(qtype_info(opt.type).block_size));
   result.config = c;
   return result;

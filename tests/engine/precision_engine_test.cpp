@@ -125,7 +125,7 @@ TEST_P(PrecisionModes, MatchTheReferencesAndStayNearF32) {
   std::vector<float> Y32(static_cast<size_t>(c.T * c.rows)), dX32(static_cast<size_t>(c.T * c.cols));
   nl::reference_forward(W, X.data(), c.T, Y32.data());
   nl::reference_input_grad(W, dY.data(), c.T, dX32.data());
-  const bool native_int8 = c.type == QType::Q4_0 || c.type == QType::Q8_0;
+  const bool native_int8 = c.type == QType::Q4_0 || c.type == QType::Q8_0 || c.type == QType::Q5_0;
 
   for (Precision p : {Precision::F16, Precision::Int8}) {
     std::vector<float> Yref(Y32.size()), dXref(dX32.size());
@@ -169,6 +169,9 @@ INSTANTIATE_TEST_SUITE_P(
                       PrecisionCase{QType::Q8_0, 72, 96, 70},
                       PrecisionCase{QType::Q4_0, 13, 288, 5},   // partial row group, input grad over 2 column tasks
                       PrecisionCase{QType::Q8_0, 40, 64, 3},
+                      // Q5_0: Q8_0 tiles of its quants (Signed5 panels)
+                      PrecisionCase{QType::Q5_0, 72, 96, 70},
+                      PrecisionCase{QType::Q5_0, 13, 288, 5},
                       // tall and wide enough that int8 input-gradient tasks take every token
                       // (int8_grad_tokens_per_task): 8 column tasks of one token block, where
                       // a smaller matrix would get 7 x 2 token blocks; a ragged last row block
@@ -190,8 +193,9 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(i.param.cols) + "_T" + std::to_string(i.param.T);
     });
 
-// Q4_K's, Q5_K's and Q6_K's int8 forward products take the weights as stored (kernels_int8.h:
-// s (q - 8) or s (q - 16) plus the offsets, d sc (q - 32)), so against the dequantized weights
+// Q4_K's, Q5_K's, Q6_K's and Q5_0's int8 forward products take the weights as stored
+// (kernels_int8.h: s (q - 8) or s (q - 16) plus the offsets, d sc (q - 32); Q5_0's Q8_0 tiles
+// d (q - 16)), so against the dequantized weights
 // times the quantized activations they differ by f32 rounding only; requantizing the weights
 // to int8 would add ~1e-3.
 class KQuantInt8 : public ::testing::TestWithParam<QType> {};
@@ -223,7 +227,7 @@ TEST_P(KQuantInt8, ForwardUsesTheStoredWeights) {
   std::printf("[%s int8] worst |int8 - exact| / sum|w x| = %.2e\n", nl::qtype_info(type).name, worst);
   EXPECT_LT(worst, 1e-5);
 }
-INSTANTIATE_TEST_SUITE_P(Types, KQuantInt8, ::testing::Values(QType::Q4_K, QType::Q5_K, QType::Q6_K),
+INSTANTIATE_TEST_SUITE_P(Types, KQuantInt8, ::testing::Values(QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::Q5_0),
                          [](const ::testing::TestParamInfo<QType>& i) { return std::string(nl::qtype_info(i.param).name); });
 
 // Rows of 1e6 (f16 overflow: max 65504) and 1e-8 (below half of f16's smallest subnormal,
@@ -277,9 +281,9 @@ TEST(PrecisionInt8, ScaleInvariantOnExtremeRows) {
   }
 }
 
-// The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K weights (whose
-// quants it uses as stored) and F16 ones (its Q8_0 copy) on every CPU, but for Q8_0 (F16) and
-// Q5_K not on an arm64 one without the dot-product extension, where the widening int8 kernels
+// The engine offers int8 as cheaper than f32 for Q4_0, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K weights
+// (whose quants it uses as stored) and F16 ones (its Q8_0 copy) on every CPU, but for Q8_0
+// (F16) not on an arm64 one without the dot-product extension, where the widening int8 kernels
 // execute more instructions than the f32 ones (the arm64 tests run under qemu both ways:
 // -cpu max and -cpu cortex-a53).
 TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
@@ -287,9 +291,10 @@ TEST(PrecisionInt8, OfferedForStoredQuantsExceptSignedOnArm64WithoutDotprod) {
 #if defined(__aarch64__)
   dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;  // HWCAP_ASIMDDP
 #endif
-  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16}) {
+  for (const QType type : {QType::Q4_0, QType::Q8_0, QType::Q5_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16}) {
     PrecisionModel mm(type, 32, 256, 13);
-    // Q8_0 and F16 (int8 on its Q8_0 copy) not with the widening set; Q5_K everywhere.
+    // Q8_0 and F16 (int8 on its Q8_0 copy) not with the widening set; Q5_K and Q5_0 (Signed5
+    // panels) everywhere.
     const bool cheaper = (type != QType::Q8_0 && type != QType::F16) || dotprod;
     auto e = nl::make_engine(mm.model, nl::EngineOptions{});
     EXPECT_EQ(e->cheaper_modes(e->handle(0, nl::Proj::Q)),

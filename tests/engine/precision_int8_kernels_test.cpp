@@ -329,6 +329,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Int8Panels,
                                            Int8Shape{QType::Q4_0, 40, 352}, Int8Shape{QType::Q8_0, 33, 320},
                                            // Q4_K: whole and partial row groups, 1 and 2 super-blocks
                                            Int8Shape{QType::Q4_K, 64, 256}, Int8Shape{QType::Q4_K, 37, 512},
+                                           // Q5_0 (Q8_0 tiles, Signed5 panels): whole and
+                                           // partial row groups and blocks, more than a pass
+                                           Int8Shape{QType::Q5_0, 64, 128}, Int8Shape{QType::Q5_0, 37, 352},
                                            // Q5_K (signed panels with offsets): the same
                                            Int8Shape{QType::Q5_K, 64, 256}, Int8Shape{QType::Q5_K, 37, 512},
                                            // Q6_K (Signed6 panels: per-16 integer scales, grad in
@@ -453,11 +456,50 @@ TEST(Int8Kernels, InputGradSumsAtTheIntegerBounds) {
   }
 }
 
+// Signed5 panels of two row groups (rows 0-15 of `tiles`, one 64-row block, `cols` columns)
+// against the bound activations in the forward and requantized dY of 127 (unsigned 255) in
+// the input gradient: every set's packers give Signed5 panels and its products the scalar
+// bits; the scalar input gradient's first output is 64 x 0.25 x `value` (each weight's value
+// times its scale 1).
+void expect_signed5_bounds(const nl::engine::TiledMatrix& tiles, int64_t cols, int value) {
+  constexpr int64_t RB = nl::engine::kGradRowBlock;
+  const int64_t T = 6, nb = cols / 32;
+  const BoundActivations x(T, nb);
+  const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
+  std::vector<float> ey(static_cast<size_t>(T));
+  std::vector<int16_t> y16(static_cast<size_t>(T * RB));
+  const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
+  for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
+  // Set k's forward of both row groups and input gradient of the row block.
+  const auto products = [&](const Int8Kernels& k, std::vector<float>& y, std::vector<float>& dx) {
+    ForwardPanel p0, p1;
+    k.pack_forward_tiles(tiles, 0, p0);
+    k.pack_forward_tiles(tiles, 1, p1);
+    ASSERT_EQ(p0.kind, nl::engine::Int8Kind::Signed5);
+    y.assign(static_cast<size_t>(T * 16), -1.0f);
+    k.forward_pair(x.q.data(), x.d.data(), x.sum.data(), cols, T, p0, p1, 8, y.data(), 16);
+    GradPanel gp;
+    k.pack_grad_tiles(tiles, 0, 0, nb, gp);
+    ASSERT_EQ(gp.kind, nl::engine::Int8Kind::Signed5);
+    dx.assign(static_cast<size_t>(T * cols), -1.0f);
+    k.input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, dx.data(), cols});
+  };
+  std::vector<float> y0, d0;
+  products(ref, y0, d0);
+  EXPECT_NEAR(d0[0], 64.0f * 0.25f * static_cast<float>(value), 1e-3f) << "the bound's sum, scaled back";
+  for (const Int8Kernels* k : simd_sets()) {
+    SCOPED_TRACE(k->isa);
+    std::vector<float> y1, d1;
+    products(*k, y1, d1);
+    EXPECT_EQ(y1, y0) << "forward";
+    EXPECT_EQ(d1, d0) << "input gradient";
+  }
+}
+
 // Q5_K's Signed5 panels at the bounds of the plain AVX2 kernels' int16 sums of 4 chunks:
 // every q 31 (value 15, biased 31) against activations -128 or 127 in the forward (pairs of
 // 2 x 31 x 128), every q 0 (value -16) against requantized dY of 127 (unsigned 255) in the
-// input gradient (pairs of 2 x 255 x 16). Every scale 1, every min 0. Every set gives the
-// scalar bits.
+// input gradient (pairs of 2 x 255 x 16). Every scale 1, every min 0.
 TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
   constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
   for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
@@ -474,36 +516,29 @@ TEST(Int8Kernels, Q5KSumsAtTheIntegerBounds) {
         std::memcpy(block + 4, scales, sizeof scales);
         std::memset(block + 16, fill, 32 + 128);  // qh and the nibbles
       }
-    const Int8Kernels& ref = nl::engine::int8_kernels_scalar();
-    const int64_t T = 6, nb = cols / 32;
-    const BoundActivations x(T, nb);
-    const std::vector<int8_t>& q = x.q;
-    const std::vector<float>& d = x.d;
-    const std::vector<int32_t>& sum = x.sum;
-    ForwardPanel p0, p1;
-    ref.pack_forward_tiles(tiles, 0, p0);
-    ref.pack_forward_tiles(tiles, 1, p1);
-    ASSERT_EQ(p0.kind, nl::engine::Int8Kind::Signed5);
-    std::vector<float> y0(static_cast<size_t>(T * 16), -1.0f);
-    ref.forward_pair(q.data(), d.data(), sum.data(), cols, T, p0, p1, 8, y0.data(), 16);
-    const std::vector<float> dY(static_cast<size_t>(T * RB), 0.25f);
-    std::vector<float> ey(static_cast<size_t>(T));
-    std::vector<int16_t> y16(static_cast<size_t>(T * RB));
-    for (int64_t t = 0; t < T; ++t) ref.grad_rows(dY.data() + t * RB, RB, ey.data() + t, y16.data() + t * RB, RB);
-    GradPanel gp;
-    ref.pack_grad_tiles(tiles, 0, 0, nb, gp);
-    std::vector<float> d0(static_cast<size_t>(T * cols), -1.0f);
-    ref.input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d0.data(), cols});
-    EXPECT_NEAR(d0[0], 64.0f * 0.25f * (fill == 0xFF ? 15.0f : -16.0f), 1e-3f) << "the bound's sum, scaled back";
-    for (const Int8Kernels* k : simd_sets()) {
-      SCOPED_TRACE(k->isa);
-      std::vector<float> y1(y0.size(), -1.0f);
-      k->forward_pair(q.data(), d.data(), sum.data(), cols, T, p0, p1, 8, y1.data(), 16);
-      EXPECT_EQ(y1, y0) << "forward";
-      std::vector<float> d1(d0.size(), -1.0f);
-      k->input_grad(y16.data(), RB, ey.data(), 1, T, gp, cols, {nullptr, 0, d1.data(), cols});
-      EXPECT_EQ(d1, d0) << "input gradient";
+    expect_signed5_bounds(tiles, cols, fill == 0xFF ? 15 : -16);
+  }
+}
+
+// Q5_0's panels (its Q8_0 tiles, Signed5) at the same bounds: every quant 15 (q = 31) or -16
+// (q = 0) with scale 1.
+TEST(Int8Kernels, Q5_0SumsAtTheIntegerBounds) {
+  constexpr int64_t RB = nl::engine::kGradRowBlock, cols = 256;
+  for (const uint8_t fill : {uint8_t{0xFF}, uint8_t{0x00}}) {
+    SCOPED_TRACE(fill == 0xFF ? "q = 31" : "q = 0");
+    std::vector<uint8_t> bytes(static_cast<size_t>(RB * cols / 32 * 22));
+    for (size_t o = 0; o < bytes.size(); o += 22) {
+      const uint16_t one = 0x3C00;
+      std::memcpy(&bytes[o], &one, 2);
+      std::memset(&bytes[o + 2], fill, 20);  // qh and the nibbles
     }
+    nl::TensorView view;
+    view.name = "w";
+    view.type = QType::Q5_0;
+    view.ne = {cols, RB};
+    view.data = bytes.data();
+    view.nbytes = bytes.size();
+    expect_signed5_bounds(nl::engine::make_tiles(view), cols, fill == 0xFF ? 15 : -16);
   }
 }
 

@@ -1,5 +1,5 @@
 // The resident tile layout (src/engine/tile_layout.h) of Q4_0, Q8_0, Q4_K, Q5_K, Q6_K and F16: it
-// holds exactly the quantized bytes, and every dequantizer of it (scalar, AVX2, NEON) gives
+// holds exactly the quantized bytes (Q5_0: as Q8_0 tiles of the same values), and every dequantizer of it (scalar, AVX2, NEON) gives
 // the reference dequantizer's values bit for bit, which is what lets the forward and
 // input-gradient kernels see the same weights.
 #include <cstring>
@@ -49,7 +49,7 @@ std::vector<const nl::engine::PanelKernels*> kernel_sets() {
   return k;
 }
 
-const QType kTiledTypes[] = {QType::Q4_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16};
+const QType kTiledTypes[] = {QType::Q4_0, QType::Q5_0, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::F16};
 
 // Row lengths made of `tiles` whole tiles of the type (32 or 256 columns each).
 int64_t cols_of(QType t, int64_t tiles) { return tiles * nl::engine::tile_cols(t); }
@@ -59,8 +59,42 @@ TEST(Tiles, HoldExactlyTheQuantizedBytes) {
     for (int64_t rows : {1, 8, 13, 64, 67}) {
       QuantizedMatrix q(t, rows, cols_of(t, 3), 3);
       const nl::engine::TiledMatrix m = nl::engine::make_tiles(q.view);
-      EXPECT_EQ(m.bytes.size(), q.bytes.size()) << nl::qtype_name(t) << " rows " << rows;
+      if (t == QType::Q5_0)
+        EXPECT_EQ(m.bytes.size(), nl::qtype_row_bytes(QType::Q8_0, q.view.cols()) * static_cast<size_t>(rows));
+      else
+        EXPECT_EQ(m.bytes.size(), q.bytes.size()) << nl::qtype_name(t) << " rows " << rows;
+      EXPECT_EQ(m.type, nl::engine::resident_type(t));
+      EXPECT_EQ(m.five_bit_quants, t == QType::Q5_0);
     }
+}
+
+// Q5_0 rows become Q8_0 tiles of the same scale and the quants q - 16: each tile row's bytes
+// are the Q8_0 block of those values, checked against the Q5_0 block's bits directly.
+TEST(Tiles, Q5_0RowsBecomeQ8_0TilesOfTheSameQuants) {
+  const int64_t rows = 13, cols = 96;
+  QuantizedMatrix q(QType::Q5_0, rows, cols, 11);
+  const nl::engine::TiledMatrix m = nl::engine::make_tiles(q.view);
+  ASSERT_EQ(m.type, QType::Q8_0);
+  ASSERT_EQ(m.block_bytes, 34u);
+  bool saw_minus16 = false, saw_15 = false;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint8_t* src = q.view.row(r) + b * 22;  // d, qh[4], qs[16]
+      const int64_t g = r / 8, i = r % 8, nr = m.group_rows(g);
+      const uint8_t* tile = m.tile(g, b);
+      EXPECT_EQ(0, std::memcmp(tile + 2 * i, src, 2)) << "scale of row " << r << " block " << b;
+      const auto* quants = reinterpret_cast<const int8_t*>(tile + 2 * nr + 32 * i);
+      uint32_t qh;
+      std::memcpy(&qh, src + 2, 4);
+      for (int j = 0; j < 32; ++j) {
+        const int nibble = j < 16 ? (src[6 + j] & 0x0F) : (src[6 + j - 16] >> 4);
+        const int want = (nibble | static_cast<int>((qh >> j) & 1) << 4) - 16;
+        ASSERT_EQ(quants[j], want) << "row " << r << " block " << b << " column " << j;
+        saw_minus16 = saw_minus16 || want == -16;
+        saw_15 = saw_15 || want == 15;
+      }
+    }
+  EXPECT_TRUE(saw_minus16 && saw_15) << "the test matrix should reach both ends of Q5_0's range";
 }
 
 TEST(Tiles, EveryDequantizerReproducesTheReferenceBitForBit) {

@@ -244,10 +244,10 @@ INSTANTIATE_TEST_SUITE_P(StepRuntime, WarmKQuantSteps, ::testing::Values(nl::QTy
 
 // With int8 products the plan counts the cpu engine's Q8_0 copies of F16 weights (34 bytes
 // per row and 32 columns of each matrix it serves) as weights, the bytes the engine holds
-// once every matrix ran an int8 product; Q8_0 weights need none.
+// once every matrix ran an int8 product; Q8_0 weights need none, nor Q5_0 ones (Q8_0 tiles).
 TEST(StepRuntime, MemoryPlanCountsTheEnginesInt8CopiesOfF16Weights) {
   nltest::TempDir dir;
-  for (const nl::QType type : {nl::QType::F16, nl::QType::Q8_0}) {
+  for (const nl::QType type : {nl::QType::F16, nl::QType::Q8_0, nl::QType::Q5_0}) {
     SCOPED_TRACE(nl::qtype_name(type));
     const auto model = tiny_model(dir, "tiny-llama", 2, type);
     nl::MemoryRequest r;
@@ -268,7 +268,7 @@ TEST(StepRuntime, MemoryPlanCountsTheEnginesInt8CopiesOfF16Weights) {
       engine->forward(h, x.data(), 1, y.data(), nl::Precision::Int8);
     }
     EXPECT_EQ(int8 - f32, engine->resident_weight_bytes() - before);
-    if (type == nl::QType::Q8_0) {
+    if (type != nl::QType::F16) {
       EXPECT_EQ(int8, f32);
     } else {
       EXPECT_GT(int8, f32);

@@ -73,7 +73,7 @@ TEST_P(SynthTiny, LoadsWithThePresetConfig) {
   o.seed = 7;
   o.tokenizer = "generated";
   nl::SynthResult r = nl::synth_model(out.string(), o);
-  EXPECT_TRUE(r.report.f16_fallbacks.empty());
+  EXPECT_TRUE(r.report.fallbacks.empty());
 
   const nl::ModelConfig& want = nl::find_synth_preset(GetParam()).config;
   auto m = nl::Model::load(out.string());

@@ -100,7 +100,7 @@ class FrozenEngine {
 
   // The caller runs int8 products only from now on: the engine frees what only the f32 and
   // f16 modes read, once each matrix has what its int8 products need (the cpu engine: the
-  // tiles of F16/F32/BF16/Q4_1/Q5_0/Q5_1 matrices, whose int8 products take their Q8_0 copy,
+  // tiles of F16/F32/BF16/Q4_1/Q5_1 matrices, whose int8 products take their Q8_0 copy,
   // 2 bytes per F16 weight of the 3.06 an int8 decoder held). A later f32 or f16 product or
   // reservation fails. Waits for the products in flight first. An int8 decoder on an engine
   // of its own calls it after loading. The default frees nothing.

@@ -28,9 +28,15 @@ struct GgufTensorSource {
 
 struct GgufModelWriteReport {
   std::map<std::string, int64_t> tensors_by_type;  // type name -> count
-  // Tensors written as f16 instead of the requested type because their rows are not a
-  // multiple of its block size (e.g. 896-wide rows and the 256-element K-quant blocks).
-  std::vector<std::string> f16_fallbacks;
+  // Tensors written as another type than the requested one because their rows are not a
+  // multiple of its block size (e.g. 896-wide rows and the 256-element K-quant blocks): the
+  // type llama.cpp's quantizer takes there (matrix_type_for: q4_K -> q5_0, q5_K -> q5_1,
+  // q6_K -> q8_0, else f16).
+  struct Fallback {
+    std::string tensor;
+    QType type;
+  };
+  std::vector<Fallback> fallbacks;
   size_t tensor_bytes = 0;
   int64_t vocab_padding = 0;  // placeholder tokens added so the vocabulary matches the embedding
 };
