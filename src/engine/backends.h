@@ -9,9 +9,13 @@ namespace nl {
 std::unique_ptr<FrozenEngine> make_cpu_engine(const Model& model, const EngineOptions& opt);
 
 // Once a backend holds a matrix in its own layout (cpu tiles, device buffers), the file pages
-// just read to make it would stay resident as a second copy of the weights: hand them back
-// to the kernel. MADV_PAGEOUT never changes what the memory holds (a later read, e.g. the
-// embedding lookup of a tied head, faults the bytes in again). Best effort; whole pages only.
+// just read to make it would stay resident as a second copy of the weights: drop them from
+// the process (MADV_DONTNEED on the read-only file mapping; a later read, e.g. the embedding
+// lookup of a tied head, faults the bytes in again). They stay in the page cache, which the
+// kernel reclaims when memory is short, so the next command that loads the model reads them
+// from there, not from storage. (Until 2026-12-08 MADV_PAGEOUT evicted them from the cache
+// too: each command re-read ~90% of the file.) Only a FileMap's pages, whole pages only;
+// other memory (a model built in the program) is left alone. Best effort.
 void release_file_pages(const TensorView& v);
 
 #ifdef NL_HAVE_VULKAN

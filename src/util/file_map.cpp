@@ -7,10 +7,33 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "nightlora/util/error.h"
 
 namespace nl {
+
+namespace {
+// The live mappings' [begin, end) ranges, for FileMap::maps.
+struct Mappings {
+  std::mutex mu;
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+};
+Mappings& mappings() {
+  static Mappings m;
+  return m;
+}
+}  // namespace
+
+bool FileMap::maps(const void* p, size_t n) {
+  const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lk(m.mu);
+  for (const auto& [begin, end] : m.ranges)
+    if (b >= begin && b <= end && n <= end - b) return true;
+  return false;
+}
 
 FileMap::FileMap(const std::string& path) : path_(path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -48,6 +71,9 @@ FileMap::FileMap(const std::string& path) : path_(path) {
       fail(path, std::string("cannot map: ") + std::strerror(e));
     }
     data_ = static_cast<const uint8_t*>(p);
+    Mappings& m = mappings();
+    std::lock_guard<std::mutex> lk(m.mu);
+    m.ranges.emplace_back(reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + size_);
   }
 #endif
   ::close(fd);
@@ -59,6 +85,12 @@ void release(const uint8_t* data, size_t size) {
 #if NL_FILEMAP_HEAP
   delete[] data;
 #else
+  {
+    Mappings& m = mappings();
+    std::lock_guard<std::mutex> lk(m.mu);
+    const uintptr_t b = reinterpret_cast<uintptr_t>(data);
+    std::erase_if(m.ranges, [b](const auto& r) { return r.first == b; });
+  }
   ::munmap(const_cast<uint8_t*>(data), size);
 #endif
 }

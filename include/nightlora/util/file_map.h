@@ -21,6 +21,11 @@ class FileMap {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Whether the n bytes at p lie inside one live FileMap's mapping (not the fuzz build's
+  // heap copy): read-only file pages, which MADV_DONTNEED drops from this process and a later
+  // read faults in again from the page cache or the file.
+  static bool maps(const void* p, size_t n);
+
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
