@@ -732,7 +732,7 @@ class CpuEngine final : public FrozenEngine {
     m.block_size = info.block_size;
     m.block_bytes = info.block_bytes;
     if (engine::has_tiled_layout(v.type, v.cols())) {
-      m.tiles = engine::make_tiles(v);
+      m.tiles = engine::make_tiles(v, &pool_);
       m.tiled_layout = true;
       m.type = m.tiles.type;  // Q5_0 weights are Q8_0 tiles (tile_layout.h)
       m.row_bytes = qtype_row_bytes(m.type, m.cols);

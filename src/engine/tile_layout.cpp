@@ -1,11 +1,13 @@
 #include "tile_layout.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "../quant/blocks.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
+#include "nightlora/util/thread_pool.h"
 
 namespace nl::engine {
 
@@ -60,7 +62,7 @@ quant::BlockQ8_0 q8_0_of_q5_0(const uint8_t* src) {
 
 }  // namespace
 
-TiledMatrix make_tiles(const TensorView& w) {
+TiledMatrix make_tiles(const TensorView& w, ThreadPool* pool) {
   if (!has_tiled_layout(w.type, w.cols()))
     fail(w.name, std::string("no tiled layout for a ") + qtype_name(w.type) + " matrix with rows of " +
                      std::to_string(w.cols()) + " elements");
@@ -75,7 +77,8 @@ TiledMatrix make_tiles(const TensorView& w) {
   m.bytes.resize(m.block_bytes * static_cast<size_t>(m.n_blocks() * m.rows));
   const bool legacy = m.type == QType::Q4_0 || m.type == QType::Q8_0;
   const size_t src_block_bytes = qtype_row_bytes(w.type, m.tile_cols);
-  for (int64_t g = 0; g < m.n_groups(); ++g) {
+  // Row group g's tiles: one contiguous run of the bytes (left uninitialized by resize).
+  const auto group = [&](int64_t g) {
     const int64_t nr = m.group_rows(g);
     for (int64_t b = 0; b < m.n_blocks(); ++b) {
       uint8_t* dst = const_cast<uint8_t*>(m.tile(g, b));
@@ -94,6 +97,14 @@ TiledMatrix make_tiles(const TensorView& w) {
         for (int64_t i = 0; i < nr; ++i) std::memcpy(dst + static_cast<size_t>(i) * m.block_bytes, src[i], m.block_bytes);
       }
     }
+  };
+  if (pool) {  // runs of 8 groups per task: whole pages of the tiles and of the file
+    const int64_t per = 8, n_tasks = (m.n_groups() + per - 1) / per;
+    pool->parallel_for(n_tasks, [&](int64_t t) {
+      for (int64_t g = t * per; g < std::min(m.n_groups(), (t + 1) * per); ++g) group(g);
+    });
+  } else {
+    for (int64_t g = 0; g < m.n_groups(); ++g) group(g);
   }
   return m;
 }

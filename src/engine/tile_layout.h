@@ -23,9 +23,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "nightlora/modelio/model.h"
+
+namespace nl {
+class ThreadPool;
+}
 
 namespace nl::engine {
 
@@ -36,6 +41,8 @@ inline constexpr int64_t kSuperTileCols = 256;  // one Q4_K / Q5_K / Q6_K super-
 // Storage whose first byte starts a 64-byte cache line, so F16 and Q4_K/Q5_K tiles (8 rows x
 // 64, 144 or 176 bytes) each start one too: a one-token product reads every byte once, and a
 // tile straddling lines costs a line more per tile (std::vector's new gave 16-byte alignment).
+// resize() leaves the bytes uninitialized (default-initialized, no zeroing pass): whoever
+// resizes writes every byte (make_tiles, the cpu engine's Q8_0 copy).
 template <class T>
 struct CacheLineAllocator {
   using value_type = T;
@@ -45,6 +52,14 @@ struct CacheLineAllocator {
   CacheLineAllocator(const CacheLineAllocator<U>&) {}
   T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
   void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <class U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   template <class U>
   bool operator==(const CacheLineAllocator<U>&) const { return true; }
 };
@@ -79,8 +94,9 @@ bool has_tiled_layout(QType t);
 // True when a matrix of this type with rows of `cols` elements can be tiled (whole tiles).
 bool has_tiled_layout(QType t, int64_t cols);
 
-// Repacks the rows of `w` (has_tiled_layout(type, cols)) into tiles.
-TiledMatrix make_tiles(const TensorView& w);
+// Repacks the rows of `w` (has_tiled_layout(type, cols)) into tiles, on the pool's threads
+// when given one (the work is first touches of the tiles and the file: page faults).
+TiledMatrix make_tiles(const TensorView& w, ThreadPool* pool = nullptr);
 
 // The columns a dequantizer call starts and ends on: a tile, except for the K-quants, whose
 // super-blocks split into two halves of 128 columns (Q4_K, Q5_K: sub-blocks 0-3 and 4-7,

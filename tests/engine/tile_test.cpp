@@ -14,6 +14,7 @@
 #include "nightlora/engine/frozen_engine.h"
 #include "nightlora/quant/qtype.h"
 #include "nightlora/util/error.h"
+#include "nightlora/util/thread_pool.h"
 
 namespace {
 
@@ -65,6 +66,20 @@ TEST(Tiles, HoldExactlyTheQuantizedBytes) {
         EXPECT_EQ(m.bytes.size(), q.bytes.size()) << nl::qtype_name(t) << " rows " << rows;
       EXPECT_EQ(m.type, nl::engine::resident_type(t));
       EXPECT_EQ(m.five_bit_quants, t == QType::Q5_0);
+    }
+}
+
+// On a pool's threads (as the cpu engine makes them) the tiles are the same bytes, for whole
+// and partial row groups and more groups than a task's run of 8.
+TEST(Tiles, APoolMakesTheSameTiles) {
+  nl::ThreadPool pool(3);
+  for (QType t : kTiledTypes)
+    for (int64_t rows : {5, 64, 133}) {
+      QuantizedMatrix q(t, rows, cols_of(t, 2), 4);
+      const nl::engine::TiledMatrix one = nl::engine::make_tiles(q.view), many = nl::engine::make_tiles(q.view, &pool);
+      ASSERT_EQ(one.bytes.size(), many.bytes.size());
+      EXPECT_EQ(0, std::memcmp(one.bytes.data(), many.bytes.data(), one.bytes.size()))
+          << nl::qtype_name(t) << " rows " << rows;
     }
 }
 
