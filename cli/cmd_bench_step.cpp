@@ -70,7 +70,7 @@ int run_bench_step(BenchStepArgs& a) {
   if (!a.preset.empty()) {
     nl::SynthOptions so;
     so.preset = a.preset;
-    so.type = nl::parse_qtype(a.type);
+    so.type = nl::parse_quant_target(a.type);
     so.layers = a.layers;
     so.tokenizer = "generated";  // the step never reads text
     scratch = std::make_unique<ScratchDir>();

@@ -25,13 +25,14 @@ nlcli::Register reg_quantize(
       sub.add_option("input", a->input, "GGUF model to read")->required();
       sub.add_option("output", a->output, "GGUF file to write (written atomically; replaced if it exists)")->required();
       sub.add_option("-t,--type", a->type,
-                     "target type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K")
+                     "target: a type for every matrix (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K) or "
+                     "llama.cpp's mix q4_K_M / q5_K_M (q6_K head, attn_v and ffn_down q6_K in some layers)")
           ->required();
       sub.add_option("--threads", a->threads, "worker threads (0: one per hardware thread)")->check(CLI::NonNegativeNumber);
       sub.add_flag("-q,--quiet", a->quiet, "print only the totals, not one line per tensor");
       return [a]() {
-        const nl::QType type = nl::parse_qtype(a->type);  // throws a clear nl::Error for a bad name
-        const nl::QuantizeSummary s = nl::quantize_gguf(a->input, a->output, type, a->threads);
+        const nl::QuantTarget target = nl::parse_quant_target(a->type);  // throws a clear nl::Error for a bad name
+        const nl::QuantizeSummary s = nl::quantize_gguf(a->input, a->output, target, a->threads);
         std::cout << "quantized " << a->input << " -> " << a->output << "\n"
                   << nl::format_quantize_summary(s, !a->quiet);
         return 0;

@@ -55,7 +55,7 @@ nlcli::Register reg_synth(
         }
         nl::SynthOptions o;
         o.preset = a->preset;
-        o.type = nl::parse_qtype(a->type);
+        o.type = nl::parse_quant_target(a->type);
         o.seed = a->seed;
         o.layers = a->layers;
         o.tokenizer = a->tokenizer;

@@ -134,11 +134,14 @@ void fill_rows(const GgufTensorSource& src, QType type, uint8_t* dst, size_t nby
 
 GgufModelWriteReport write_gguf_model(const std::string& path, const ModelConfig& c,
                                       const std::function<void(GgufWriter&)>& write_tokenizer,
-                                      const std::vector<GgufTensorSource>& tensors, QType type) {
-  if (!qtype_info(type).supported) fail("convert", std::string("type ") + qtype_name(type) + " cannot be written yet");
+                                      const std::vector<GgufTensorSource>& tensors, const QuantTarget& target) {
+  if (!qtype_info(target.type).supported)
+    fail("convert", std::string("type ") + qtype_name(target.type) + " cannot be written yet");
   GgufModelWriteReport report;
   GgufWriter w;
-  write_gguf_model_config(w, c, type);
+  write_gguf_model_config(w, c, llama_ftype_for(target));
+  const bool separate_output =
+      std::any_of(tensors.begin(), tensors.end(), [](const GgufTensorSource& t) { return t.name == "output.weight"; });
   if (write_tokenizer) {
     write_tokenizer(w);
     report.vocab_padding = pad_vocabulary(w, c.vocab);
@@ -146,8 +149,9 @@ GgufModelWriteReport write_gguf_model(const std::string& path, const ModelConfig
   for (const auto& src : tensors) {
     QType t = QType::F32;
     if (src.quantize) {
-      t = matrix_type_for(type, src.ne[0]);
-      if (t != type) report.fallbacks.push_back({src.name, t});
+      std::string why;
+      t = matrix_type_for(target, src.name, src.ne[0], c.n_layer, separate_output, &why);
+      if (!why.empty()) report.fallbacks.push_back({src.name, t});
     }
     report.tensors_by_type[qtype_name(t)]++;
     report.tensor_bytes += gguf_tensor_bytes(t, src.ne);
@@ -203,10 +207,10 @@ std::vector<GgufTensorSource> model_tensor_sources(const Model& m) {
   return out;
 }
 
-GgufModelWriteReport convert_model_to_gguf(const Model& m, const std::string& out_path, QType type) {
+GgufModelWriteReport convert_model_to_gguf(const Model& m, const std::string& out_path, const QuantTarget& target) {
   std::function<void(GgufWriter&)> tok;
   if (m.tokenizer) tok = [&m](GgufWriter& w) { m.tokenizer->write_gguf(w); };
-  return write_gguf_model(out_path, m.config, tok, model_tensor_sources(m), type);
+  return write_gguf_model(out_path, m.config, tok, model_tensor_sources(m), target);
 }
 
 }  // namespace nl

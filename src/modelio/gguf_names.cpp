@@ -63,25 +63,6 @@ std::vector<int64_t> layer_tensor_ne(const ModelConfig& c, const LayerTensorName
   fail("gguf names", std::string("no shape rule for layer tensor ") + t.gguf_suffix);
 }
 
-uint32_t gguf_file_type(QType t) {
-  switch (t) {
-    case QType::F32: return 0;
-    case QType::F16: return 1;
-    case QType::Q4_0: return 2;
-    case QType::Q4_1: return 3;
-    case QType::Q8_0: return 7;
-    case QType::Q5_0: return 8;
-    case QType::Q5_1: return 9;
-    case QType::Q2_K: return 10;
-    case QType::Q3_K: return 11;  // Q3_K_S: every matrix in q3_K
-    case QType::Q4_K: return 14;  // Q4_K_S
-    case QType::Q5_K: return 16;  // Q5_K_S
-    case QType::Q6_K: return 18;
-    case QType::BF16: return 32;
-    default: fail("gguf writer", std::string("no llama.cpp file type for tensors of type ") + qtype_name(t));
-  }
-}
-
 std::string gguf_file_type_name(uint32_t ftype) {
   switch (ftype) {
     case 0: return "all F32";
@@ -105,12 +86,12 @@ std::string gguf_file_type_name(uint32_t ftype) {
   }
 }
 
-void write_gguf_model_config(GgufWriter& w, const ModelConfig& c, QType main_type) {
+void write_gguf_model_config(GgufWriter& w, const ModelConfig& c, uint32_t file_type) {
   using namespace gguf_key;
   const Arch a = c.arch;
   w.set("general.architecture", GgufValue::str(arch_name(a)));
   if (!c.name.empty()) w.set("general.name", GgufValue::str(c.name));
-  w.set("general.file_type", GgufValue::u32(gguf_file_type(main_type)));
+  w.set("general.file_type", GgufValue::u32(file_type));
   w.set("general.quantization_version", GgufValue::u32(2));
   w.set("general.alignment", GgufValue::u32(32));
   w.set(gguf_arch_key(a, kVocabSize), GgufValue::u32(static_cast<uint32_t>(c.vocab)));

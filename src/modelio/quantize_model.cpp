@@ -15,9 +15,31 @@
 
 namespace nl {
 
-uint32_t llama_ftype_for(QType t) {
+namespace {
+const char* const kTargets = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, q4_K_M or q5_K_M";
+}  // namespace
+
+QuantTarget parse_quant_target(const std::string& name) {
+  if (name.size() > 2 && (name.substr(name.size() - 2) == "_M" || name.substr(name.size() - 2) == "_m")) {
+    const std::string base = name.substr(0, name.size() - 2);
+    if (base == "q4_K" || base == "q4_k") return {QType::Q4_K, true};
+    if (base == "q5_K" || base == "q5_k") return {QType::Q5_K, true};
+    fail("type '" + name + "'", "is not a quantization nightlora writes", std::string("use one of ") + kTargets);
+  }
+  return {parse_qtype(name), false};
+}
+
+std::string quant_target_name(const QuantTarget& t) { return std::string(qtype_name(t.type)) + (t.medium ? "_M" : ""); }
+
+uint32_t llama_ftype_for(const QuantTarget& target) {
   // Values of llama.cpp's enum llama_ftype (include/llama.h). A file where every matrix is
   // one K-quant is what llama.cpp calls the "_S" (small) mix of that type.
+  const QType t = target.type;
+  if (target.medium) {
+    if (t == QType::Q4_K) return 15;  // LLAMA_FTYPE_MOSTLY_Q4_K_M
+    if (t == QType::Q5_K) return 17;  // LLAMA_FTYPE_MOSTLY_Q5_K_M
+    fail(std::string("type ") + quant_target_name(target), "has no llama.cpp file type", std::string("use one of ") + kTargets);
+  }
   switch (t) {
     case QType::F32: return 0;    // LLAMA_FTYPE_ALL_F32
     case QType::F16: return 1;    // LLAMA_FTYPE_MOSTLY_F16
@@ -31,8 +53,7 @@ uint32_t llama_ftype_for(QType t) {
     case QType::Q6_K: return 18;  // LLAMA_FTYPE_MOSTLY_Q6_K
     case QType::BF16: return 32;  // LLAMA_FTYPE_MOSTLY_BF16
     default:
-      fail(std::string("type ") + qtype_info(t).name, "has no llama.cpp file type",
-           "quantize to f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K");
+      fail(std::string("type ") + qtype_info(t).name, "has no llama.cpp file type", std::string("use one of ") + kTargets);
   }
 }
 
@@ -59,6 +80,21 @@ QType matrix_type_for(QType wanted, int64_t row_len, std::string* why) {
     *why = "rows of " + std::to_string(row_len) + " elements are not whole " + std::to_string(w.block_size) +
            "-element " + w.name + " blocks; using " + qtype_name(fallback);
   return fallback;
+}
+
+QType matrix_type_for(const QuantTarget& t, const std::string& tensor, int64_t row_len, int64_t n_layer,
+                      bool separate_output, std::string* why) {
+  QType wanted = t.type;
+  if (t.medium) {
+    int layer = -1;
+    std::sscanf(tensor.c_str(), "blk.%d.", &layer);
+    const auto has = [&](const char* part) { return tensor.find(part) != std::string::npos; };
+    if (tensor == "output.weight" || (!separate_output && tensor == "token_embd.weight"))
+      wanted = row_len % qtype_info(QType::Q6_K).block_size != 0 ? QType::Q8_0 : QType::Q6_K;
+    else if ((has("attn_v.weight") || has("ffn_down")) && layer >= 0 && use_more_bits(layer, n_layer))
+      wanted = QType::Q6_K;
+  }
+  return matrix_type_for(wanted, row_len, why);
 }
 
 void convert_tensor_rows(const GgufTensorInfo& t, QType to, uint8_t* dst, size_t dst_bytes, const std::string& file,
@@ -110,17 +146,25 @@ std::string mib(size_t bytes) {
 
 }  // namespace
 
-QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type, int n_threads) {
-  const QTypeInfo& target = qtype_info(type);
-  if (!target.supported)
-    fail(std::string("type ") + target.name, "cannot quantize to this type",
-         "use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K or q6_K");
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, const QuantTarget& target,
+                              int n_threads) {
+  const QTypeInfo& info = qtype_info(target.type);
+  if (!info.supported)
+    fail(std::string("type ") + info.name, "cannot quantize to this type", std::string("use one of ") + kTargets);
 
   std::unique_ptr<GgufFile> in = GgufFile::open(in_path);
   QuantizeSummary s;
-  s.requested = type;
-  s.file_type = llama_ftype_for(type);
+  s.requested = target;
+  s.file_type = llama_ftype_for(target);
   s.file_bytes_in = in->file_size();
+  // The mixes' rules look at the layer count and whether the head is tied to the embedding.
+  int64_t n_layer = 0;
+  bool separate_output = false;
+  for (const GgufTensorInfo& t : in->tensors()) {
+    int layer = -1;
+    if (std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1) n_layer = std::max<int64_t>(n_layer, layer + 1);
+    separate_output = separate_output || t.name == "output.weight";
+  }
 
   ThreadPool pool(n_threads);
   GgufWriter w;
@@ -135,7 +179,8 @@ QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out
     r.from = t.type;
     r.bytes_in = t.nbytes;
     r.to = t.type;
-    if (is_quantizable_matrix(t.name, t.ne)) r.to = matrix_type_for(type, t.ne[0], &r.fallback);
+    if (is_quantizable_matrix(t.name, t.ne))
+      r.to = matrix_type_for(target, t.name, t.ne[0], n_layer, separate_output, &r.fallback);
     r.converted = r.to != r.from;
     if (r.converted && !qtype_info(r.from).supported)
       fail(in_path, "tensor '" + t.name + "' has type " + qtype_name(r.from) + ", which we cannot dequantize",
@@ -180,11 +225,11 @@ std::string format_quantize_summary(const QuantizeSummary& s, bool per_tensor) {
     o << line << "\n";
   }
   if (s.n_fallback) {
-    o << s.n_fallback << " tensor(s) could not use " << qtype_name(s.requested) << ":\n";
+    o << s.n_fallback << " tensor(s) could not use " << quant_target_name(s.requested) << "'s types:\n";
     for (const auto& t : s.tensors)
       if (!t.fallback.empty()) o << "  " << t.name << ": " << t.fallback << "\n";
   }
-  o << "converted " << s.n_converted << " of " << s.tensors.size() << " tensors (requested " << qtype_name(s.requested)
+  o << "converted " << s.n_converted << " of " << s.tensors.size() << " tensors (requested " << quant_target_name(s.requested)
     << ", " << s.n_fallback << " fallback(s)); general.file_type = " << s.file_type << "\n";
   o << "tensor data: " << mib(s.bytes_in) << " -> " << mib(s.bytes_out) << "; file: " << mib(s.file_bytes_in) << " -> "
     << mib(s.file_bytes_out) << "\n";

@@ -244,7 +244,7 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt,
   if (!result.report.fallbacks.empty())
     say("note: " + std::to_string(result.report.fallbacks.size()) + " tensors written as " +
         qtype_name(result.report.fallbacks.front().type) + " (as llama.cpp's quantizer does): their rows are not a multiple of " +
-        qtype_name(opt.type) + "'s block size of " + std::to_string(qtype_info(opt.type).block_size));
+        qtype_name(opt.type.type) + "'s block size of " + std::to_string(qtype_info(opt.type.type).block_size));
   result.config = c;
   return result;
 }

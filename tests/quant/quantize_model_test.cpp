@@ -10,6 +10,7 @@
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/quantize_model.h"
+#include "nightlora/modelio/synth.h"
 #include "nightlora/util/error.h"
 #include "nightlora/util/half.h"
 #include "gguf_peer.h"
@@ -230,6 +231,81 @@ TEST(QuantizeModel, TinyModelQ4KFallsBackPerTensorAndSaysWhy) {
   EXPECT_LT(s.bytes_out, s.bytes_in);
   // Someone else's parser (@huggingface/gguf) reads the same metadata and tensor infos.
   if (!expect_gguf_matches_peer(out_path)) GTEST_SKIP() << "node or tools/js/node_modules missing: peer check skipped";
+}
+
+TEST(QuantizeModel, MixTargetsParseAndHaveLlamaCppFileTypes) {
+  const nl::QuantTarget m = nl::parse_quant_target("q4_K_M");
+  EXPECT_EQ(m.type, QType::Q4_K);
+  EXPECT_TRUE(m.medium);
+  EXPECT_EQ(nl::quant_target_name(m), "q4_K_M");
+  EXPECT_TRUE(nl::parse_quant_target("q5_k_m").medium);
+  EXPECT_FALSE(nl::parse_quant_target("q4_K").medium);
+  EXPECT_EQ(nl::llama_ftype_for(m), 15u);                            // LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_EQ(nl::llama_ftype_for(nl::QuantTarget{QType::Q5_K, true}), 17u);  // Q5_K_M
+  EXPECT_EQ(nl::llama_ftype_for(QType::Q4_K), 14u);
+  try {
+    nl::parse_quant_target("q6_K_M");
+    FAIL() << "q6_K_M is no llama.cpp mix";
+  } catch (const nl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q4_K_M"), std::string::npos) << e.what();
+  }
+  // llama.cpp's use_more_bits over 16 layers: the first and last eighth, every third between.
+  std::vector<int> more;
+  for (int i = 0; i < 16; ++i)
+    if (nl::use_more_bits(i, 16)) more.push_back(i);
+  EXPECT_EQ(more, (std::vector<int>{0, 1, 4, 7, 10, 13, 14, 15}));
+}
+
+// q4_K_M as llama.cpp's quantizer makes it, per tensor, on a 16-layer llama whose widths are
+// whole super-blocks (a separate head) and on a qwen2 with a tied head and 64-wide rows;
+// `synth-model -t q4_K_M` writes the same types as quantizing its f16 file.
+TEST(QuantizeModel, Q4KMGivesLlamaCppsMixPerTensor) {
+  TempDir dir;
+  for (const char* preset : {"tiny-llama-k", "tiny-qwen2"}) {
+    SCOPED_TRACE(preset);
+    const bool llama = std::string(preset) == "tiny-llama-k";
+    nl::SynthOptions so;
+    so.preset = preset;
+    so.layers = llama ? 16 : 2;
+    so.tokenizer = "generated";
+    const std::string f16 = (dir / (std::string(preset) + "-f16.gguf")).string();
+    const std::string mixed = (dir / (std::string(preset) + "-q4km.gguf")).string();
+    nl::synth_model(f16, so);
+    const nl::QuantizeSummary s = nl::quantize_gguf(f16, mixed, nl::parse_quant_target("q4_K_M"));
+    EXPECT_EQ(s.file_type, 15u);
+    so.type = nl::parse_quant_target("q4_K_M");
+    const std::string synth = (dir / (std::string(preset) + "-synth.gguf")).string();
+    nl::synth_model(synth, so);
+    auto written = nl::GgufFile::open(synth);
+    EXPECT_EQ(written->get_uint("general.file_type"), 15u);
+    for (const nl::TensorQuantResult& r : s.tensors) {
+      if (r.ne.size() != 2) continue;
+      EXPECT_EQ(written->find_tensor(r.name)->type, r.to) << r.name << ": synth-model and quantize agree";
+    }
+    if (llama) {
+      for (int i = 0; i < 16; ++i) {
+        const std::string blk = "blk." + std::to_string(i) + ".";
+        const QType more = nl::use_more_bits(i, 16) ? QType::Q6_K : QType::Q4_K;
+        EXPECT_EQ(result_for(s, blk + "attn_v.weight").to, more) << i;
+        EXPECT_EQ(result_for(s, blk + "ffn_down.weight").to, more) << i;
+        EXPECT_EQ(result_for(s, blk + "attn_q.weight").to, QType::Q4_K) << i;
+        EXPECT_EQ(result_for(s, blk + "ffn_up.weight").to, QType::Q4_K) << i;
+      }
+      EXPECT_EQ(result_for(s, "output.weight").to, QType::Q6_K);
+      EXPECT_EQ(result_for(s, "token_embd.weight").to, QType::Q4_K);
+      EXPECT_EQ(s.n_fallback, 0);
+    } else {
+      // 64-wide rows: the tied head wants q6_K, gets q8_0 (llama.cpp's rule for the head);
+      // the others' q4_K and q6_K fall back to q5_0 and q8_0.
+      EXPECT_EQ(result_for(s, "token_embd.weight").to, QType::Q8_0);
+      EXPECT_EQ(result_for(s, "blk.0.attn_q.weight").to, QType::Q5_0);
+      EXPECT_EQ(result_for(s, "blk.0.attn_v.weight").to, QType::Q5_0);    // of 2 layers only the last gets more bits
+      EXPECT_EQ(result_for(s, "blk.1.attn_v.weight").to, QType::Q8_0);    // q6_K wanted
+      EXPECT_EQ(result_for(s, "blk.1.ffn_down.weight").to, QType::Q8_0);  // 128 wide, q6_K wanted
+      EXPECT_EQ(result_for(s, "blk.1.ffn_up.weight").to, QType::Q5_0);
+    }
+    if (!expect_gguf_matches_peer(mixed)) GTEST_SKIP() << "node or tools/js/node_modules missing: peer check skipped";
+  }
 }
 
 TEST(QuantizeModel, NonFiniteWeightsAreAnErrorAndLeaveNoFile) {

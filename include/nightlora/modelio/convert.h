@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nightlora/modelio/model.h"
+#include "nightlora/modelio/quantize_model.h"
 #include "nightlora/quant/qtype.h"
 
 namespace nl {
@@ -47,7 +48,7 @@ struct GgufModelWriteReport {
 // is written (only one tensor is in memory at a time). Atomic: temp file + rename.
 GgufModelWriteReport write_gguf_model(const std::string& path, const ModelConfig& c,
                                       const std::function<void(GgufWriter&)>& write_tokenizer,
-                                      const std::vector<GgufTensorSource>& tensors, QType type);
+                                      const std::vector<GgufTensorSource>& tensors, const QuantTarget& target);
 
 // The tensors of a loaded model in llama.cpp's names and layout. For the `llama`
 // architecture loaded with Hugging Face's half-split Q/K rows, the rows are permuted to
@@ -56,7 +57,7 @@ GgufModelWriteReport write_gguf_model(const std::string& path, const ModelConfig
 std::vector<GgufTensorSource> model_tensor_sources(const Model& m);
 
 // Converts a loaded model (Hugging Face folder or GGUF) to a GGUF file of `type`.
-GgufModelWriteReport convert_model_to_gguf(const Model& m, const std::string& out_path, QType type);
+GgufModelWriteReport convert_model_to_gguf(const Model& m, const std::string& out_path, const QuantTarget& target);
 
 // Row permutation of llama.cpp's converter for `llama` Q/K weights: row `out_row` of the
 // GGUF (adjacent-pair) tensor is row `hf_row_for_gguf_row(out_row, head_dim)` of the

@@ -65,15 +65,13 @@ bool layer_tensor_present(const ModelConfig& c, LayerTensorKind kind);
 // The expected GGUF shape (fastest-first) of a layer tensor for a configuration.
 std::vector<int64_t> layer_tensor_ne(const ModelConfig& c, const LayerTensorName& t);
 
-// llama.cpp's `general.file_type` (enum llama_ftype) for a model whose big matrices are
-// of type t: ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, ..., MOSTLY_BF16 = 32.
-uint32_t gguf_file_type(QType t);
 // Human-readable name of a file type value ("Q4_K - Small", ...), "unknown" otherwise.
 std::string gguf_file_type_name(uint32_t ftype);
 
 // Writes the `general.*` and `<arch>.*` keys llama.cpp reads for this configuration
 // (architecture, name, lengths, heads, eps, rope base/dimensions, key/value length when the
-// head dimension is not d_model / n_head, file type, quantization version, alignment).
-void write_gguf_model_config(GgufWriter& w, const ModelConfig& c, QType main_type);
+// head dimension is not d_model / n_head, file type (llama_ftype_for), quantization version,
+// alignment).
+void write_gguf_model_config(GgufWriter& w, const ModelConfig& c, uint32_t file_type);
 
 }  // namespace nl

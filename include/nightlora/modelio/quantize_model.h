@@ -16,10 +16,32 @@ namespace nl {
 class ThreadPool;
 struct GgufTensorInfo;
 
-// llama.cpp's `llama_ftype` (the GGUF key `general.file_type`) for a file whose matrices
-// all have type t: e.g. q4_0 -> 2 (MOSTLY_Q4_0), q4_K -> 14 (MOSTLY_Q4_K_S, "all Q4_K"),
+// What a quantization writes (`quantize`, `convert`, `synth-model` and their --type): one
+// type for every matrix, or `medium`, llama.cpp's _M mix of q4_K or q5_K (q4_K_M, q5_K_M: the
+// files most people download), as its quantizer (llama_tensor_get_type) makes it for llama
+// and qwen models: the output head, or the embedding when the head is tied to it, q6_K (q8_0
+// when its rows are not whole super-blocks); attn_v and ffn_down q6_K in the layers
+// use_more_bits picks (the first and last eighth, and every third between); the other
+// matrices the base type; then the fallbacks of matrix_type_for. (llama.cpp also gives a
+// plain q4_0 file a q6_K head; a plain type here means every matrix of that type.)
+struct QuantTarget {
+  QType type = QType::F16;
+  bool medium = false;
+  QuantTarget() = default;
+  QuantTarget(QType t, bool m = false) : type(t), medium(m) {}  // NOLINT: a plain type is a target
+};
+// A type name (q4_0, q4_K, ...) or q4_K_M / q5_K_M (any case for the suffix). Throws nl::Error
+// listing what is accepted.
+QuantTarget parse_quant_target(const std::string& name);
+std::string quant_target_name(const QuantTarget& t);
+
+// llama.cpp's `llama_ftype` (the GGUF key `general.file_type`) for a file written for t:
+// e.g. q4_0 -> 2 (MOSTLY_Q4_0), q4_K -> 14 (MOSTLY_Q4_K_S, "all Q4_K"), q4_K_M -> 15,
 // q6_K -> 18. Throws nl::Error for a type with no such value.
-uint32_t llama_ftype_for(QType t);
+uint32_t llama_ftype_for(const QuantTarget& t);
+
+// Whether layer i of n gets more bits in the _M mixes (llama.cpp's use_more_bits).
+inline bool use_more_bits(int64_t i, int64_t n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
 // Whether a tensor is a weight matrix that quantization converts: its name ends in
 // ".weight" and it has exactly 2 dimensions. 1-D tensors (norms, biases) stay as they are.
@@ -31,6 +53,11 @@ bool is_quantizable_matrix(const std::string& name, const std::vector<int64_t>& 
 // 32-block type) either. `why`, when given, receives a one-line reason for a fallback
 // (and is cleared otherwise).
 QType matrix_type_for(QType wanted, int64_t row_len, std::string* why = nullptr);
+// The type the matrix `tensor` (its GGUF name, "blk.3.attn_v.weight") gets for target t in a
+// model of n_layer blocks, with or without a separate output.weight: the mix's choice (above),
+// then matrix_type_for's fallback (`why` as there).
+QType matrix_type_for(const QuantTarget& t, const std::string& tensor, int64_t row_len, int64_t n_layer,
+                      bool separate_output, std::string* why = nullptr);
 
 // Changes one row's f32 values in place before they are written (`merge` adds the LoRA
 // product here). Called from several threads at once, for distinct rows.
@@ -56,7 +83,7 @@ struct TensorQuantResult {
 };
 
 struct QuantizeSummary {
-  QType requested = QType::F32;
+  QuantTarget requested;
   uint32_t file_type = 0;   // written as general.file_type
   std::vector<TensorQuantResult> tensors;  // in file order
   size_t bytes_in = 0;      // tensor data, before
@@ -68,12 +95,13 @@ struct QuantizeSummary {
 };
 
 // Reads `in_path`, writes `out_path` (atomically: a temporary file renamed at the end, so
-// a failure never leaves a partial output). `type` must be one we can quantize to
-// (qtype_info(type).supported). Throws nl::Error naming the file and tensor for anything
+// a failure never leaves a partial output). The target's type must be one we can quantize
+// to (qtype_info(type).supported). Throws nl::Error naming the file and tensor for anything
 // wrong: an unreadable input, a matrix of a type we cannot dequantize, non-finite values.
 // Rows are spread over `n_threads` threads (<= 0: one per hardware thread); the output is
 // the same for any number.
-QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, QType type, int n_threads = 0);
+QuantizeSummary quantize_gguf(const std::string& in_path, const std::string& out_path, const QuantTarget& target,
+                              int n_threads = 0);
 
 // A human-readable report of a summary: one line per tensor (unless per_tensor is false),
 // then the fallbacks and the totals.

@@ -10,6 +10,7 @@
 
 #include "nightlora/modelio/convert.h"
 #include "nightlora/modelio/model.h"
+#include "nightlora/modelio/quantize_model.h"
 #include "nightlora/quant/qtype.h"
 
 namespace nl {
@@ -32,7 +33,7 @@ const SynthPreset& find_synth_preset(const std::string& name);
 
 struct SynthOptions {
   std::string preset;
-  QType type = QType::F16;
+  QuantTarget type = QType::F16;  // a type, or a llama.cpp mix (q4_K_M, q5_K_M)
   uint64_t seed = 0;
   int64_t layers = 0;     // > 0 overrides the preset's layer count
   // A folder holding tokenizer.json (+ tokenizer_config.json), or a tokenizer.json file;
