@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "nightlora/util/error.h"
@@ -15,14 +16,15 @@
 namespace nl {
 
 namespace {
-// The live mappings' [begin, end) ranges, for FileMap::maps.
+// The live mappings' [begin, end) ranges, for FileMap::maps. Never destroyed, so a FileMap
+// that outlives the statics at exit still finds it.
 struct Mappings {
   std::mutex mu;
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
 };
 Mappings& mappings() {
-  static Mappings m;
-  return m;
+  static Mappings* m = new Mappings;
+  return *m;
 }
 }  // namespace
 
