@@ -89,12 +89,7 @@ Int8Weights int8_weights(const TensorView& W) {
         quant::BlockQ5_0 blk;
         std::memcpy(&blk, W.row(r) + static_cast<size_t>(b) * sizeof(blk), sizeof(blk));
         d[b] = fp16_to_f32(blk.d);
-        uint32_t qh;
-        std::memcpy(&qh, blk.qh, sizeof(qh));
-        for (int j = 0; j < 16; ++j) {
-          q[b * 32 + j] = static_cast<int8_t>(((blk.qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - 16);
-          q[b * 32 + j + 16] = static_cast<int8_t>(((blk.qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - 16);
-        }
+        quant::q5_0_values(blk, q + b * 32);
       }
     } else {  // the Q8_0 copy
       dequantize_row(W.type, W.row(r), row.data(), W.cols());

@@ -49,14 +49,7 @@ quant::BlockQ8_0 q8_0_of_q5_0(const uint8_t* src) {
   std::memcpy(&b, src, sizeof(b));
   quant::BlockQ8_0 out;
   out.d = b.d;
-  uint32_t qh;
-  std::memcpy(&qh, b.qh, sizeof(qh));
-  for (int j = 0; j < kTileCols / 2; ++j) {
-    const int lo = (b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4;
-    const int hi = (b.qs[j] >> 4) | static_cast<int>((qh >> (j + kTileCols / 2)) & 1) << 4;
-    out.qs[j] = static_cast<int8_t>(lo - 16);
-    out.qs[j + kTileCols / 2] = static_cast<int8_t>(hi - 16);
-  }
+  quant::q5_0_values(b, out.qs);
   return out;
 }
 

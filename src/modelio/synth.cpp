@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "nightlora/modelio/gguf.h"
 #include "nightlora/modelio/gguf_names.h"
@@ -241,10 +242,14 @@ SynthResult synth_model(const std::string& out_path, const SynthOptions& opt,
   if (!c.tied_output) tensors.push_back(random_tensor(kTensorOutput, {c.d_model, c.vocab}, true, seed, 0.0f, kStd));
 
   result.report = write_gguf_model(out_path, c, write_tok, tensors, opt.type);
-  if (!result.report.fallbacks.empty())
-    say("note: " + std::to_string(result.report.fallbacks.size()) + " tensors written as " +
-        qtype_name(result.report.fallbacks.front().type) + " (as llama.cpp's quantizer does): their rows are not a multiple of " +
-        qtype_name(opt.type.type) + "'s block size of " + std::to_string(qtype_info(opt.type.type).block_size));
+  if (!result.report.fallbacks.empty()) {
+    std::set<std::string> types;
+    for (const auto& f : result.report.fallbacks) types.insert(qtype_name(f.type));
+    std::string list;
+    for (const std::string& t : types) list += (list.empty() ? "" : ", ") + t;
+    say("note: " + std::to_string(result.report.fallbacks.size()) + " tensors written as " + list +
+        " (llama.cpp's fallbacks): their rows are not whole blocks of the type asked for");
+  }
   result.config = c;
   return result;
 }

@@ -35,6 +35,16 @@ struct BlockQ5_0 {
   uint8_t qh[4];
   uint8_t qs[kQK / 2];
 };
+// The block's values q - 16 in element order (x = d times each): the reference dequantizer,
+// the cpu engine's Q8_0 tiles of Q5_0 weights and the int8 reference all read them here.
+inline void q5_0_values(const BlockQ5_0& b, int8_t out[kQK]) {
+  const uint32_t qh = static_cast<uint32_t>(b.qh[0]) | static_cast<uint32_t>(b.qh[1]) << 8 |
+                      static_cast<uint32_t>(b.qh[2]) << 16 | static_cast<uint32_t>(b.qh[3]) << 24;
+  for (int j = 0; j < kQK / 2; ++j) {
+    out[j] = static_cast<int8_t>(((b.qs[j] & 0x0F) | static_cast<int>((qh >> j) & 1) << 4) - 16);
+    out[j + kQK / 2] = static_cast<int8_t>(((b.qs[j] >> 4) | static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4) - 16);
+  }
+}
 
 // x = d * q + m, q in 0..31; bits packed as in Q5_0.
 struct BlockQ5_1 {

@@ -130,13 +130,9 @@ void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n) {
 void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {
     const float d = fp16_to_f32(x[b].d);
-    const uint32_t qh = load_high_bits(x[b].qh);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int lo = (x[b].qs[j] & 0xF) | static_cast<int>((qh >> j) & 1) << 4;
-      const int hi = (x[b].qs[j] >> 4) | static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4;
-      y[j] = static_cast<float>(lo - 16) * d;
-      y[j + kQK / 2] = static_cast<float>(hi - 16) * d;
-    }
+    int8_t v[kQK];
+    q5_0_values(x[b], v);
+    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(v[j]) * d;
   }
 }
 
